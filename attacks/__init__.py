@@ -5,3 +5,8 @@ Depends on nothing of ``rcurves``. Every public function takes a
 ``y (n,)``, an explicit ``key``, and is one jitted program.
 """
 from attacks import checks
+from attacks.losses import cross_entropy, margin
+from attacks.minimal import minimal_distance
+from attacks.pgd import pgd
+from attacks.result import MinimalResult, verify
+from attacks.cw import carlini_wagner_l2

@@ -1,0 +1,179 @@
+"""minimal_distance against exact theory, and its invariants."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import attacks
+from attacks.minimal import _minimal_jit
+from _models import ball, binary_linear, exact_ball, exact_binary, exact_multiclass, multiclass_linear
+
+KEY = jax.random.PRNGKey(0)
+RTOL = 1e-5  # float32 re-check tolerance
+
+
+@pytest.fixture(scope="module")
+def linear_case():
+    rng = np.random.default_rng(1)
+    d, n = 50, 48
+    w = rng.normal(size=d).astype(np.float32)
+    b = np.float32(0.2)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (x @ w + b > 0).astype(np.int32)
+    return w, b, x, y
+
+
+@pytest.mark.parametrize("norm,tol", [("linf", 1.01), ("l2", 1.01), ("l1", 1.05)])
+def test_binary_linear_matches_lemma1(linear_case, norm, tol):
+    w, b, x, y = linear_case
+    f = binary_linear(w, b)
+    exact = exact_binary(w, b, x, norm)
+    r = attacks.minimal_distance(f, x, y, norm=norm, key=KEY, eps_max=float(4 * exact.max()),
+                                 search_steps=4, steps=10, bounds=None)
+    d = np.asarray(r.distance)
+    assert np.all(np.asarray(r.success))
+    assert np.all(d >= exact * (1 - RTOL)), "an attack distance below the exact one"
+    assert np.median(d / exact) <= tol
+    assert attacks.verify(f, x, y, r, norm) == {}
+
+
+@pytest.mark.parametrize("norm,tol", [("linf", 1.01), ("l2", 1.01)])
+def test_multiclass_linear_matches_exact(norm, tol):
+    rng = np.random.default_rng(2)
+    d, k, n = 20, 5, 40
+    W = rng.normal(size=(k, d)).astype(np.float32)
+    b = rng.normal(size=k).astype(np.float32)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = rng.integers(0, k, size=n).astype(np.int32)
+    f = multiclass_linear(W, b)
+    exact = exact_multiclass(W, b, x, y, norm)
+    r = attacks.minimal_distance(f, x, y, norm=norm, key=KEY, eps_max=20.0, search_steps=6,
+                                 steps=20, restarts=2, bounds=None)
+    d = np.asarray(r.distance)
+    assert np.all(d >= exact * (1 - RTOL) - 1e-6)
+    assert np.all(d[exact == 0] == 0)
+    pos = exact > 0
+    assert np.median(d[pos] / exact[pos]) <= tol
+    assert attacks.verify(f, x, y, r, norm) == {}
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_nonlinear_ball_matches_exact(norm):
+    """A curved boundary with a closed-form distance, points inside and outside."""
+    rng = np.random.default_rng(3)
+    d, n = 10, 40
+    c = np.zeros(d, np.float32)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    x *= (rng.uniform(0.3, 1.7, size=(n, 1)) / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    y = (np.linalg.norm(x, axis=1) > 1.0).astype(np.int32)
+    f = ball(c, 1.0)
+    exact = exact_ball(c, 1.0, x, norm)
+    r = attacks.minimal_distance(f, x, y, norm=norm, key=KEY, eps_max=3.0, search_steps=6,
+                                 steps=20, bounds=None)
+    d = np.asarray(r.distance)
+    assert np.all(np.asarray(r.success))
+    assert np.all(d >= exact * (1 - 1e-4) - 1e-6)
+    assert np.median(d / exact) <= 1.01
+    assert attacks.verify(f, x, y, r, norm) == {}
+
+
+def test_misclassified_is_zero_and_unbreakable_is_inf(linear_case):
+    w, b, x, y = linear_case
+    f = binary_linear(w, b)
+    exact = exact_binary(w, b, x, "l2")
+    y_bad = y.copy()
+    y_bad[:5] = 1 - y_bad[:5]              # 5 misclassified points
+    eps_max = float(np.median(exact))      # half the points are out of reach
+    r = attacks.minimal_distance(f, x, y_bad, norm="l2", key=KEY, eps_max=eps_max,
+                                 search_steps=3, steps=10, bounds=None)
+    d, s = np.asarray(r.distance), np.asarray(r.success)
+    assert np.all(d[:5] == 0) and np.all(s[:5])
+    far = (exact > eps_max * 1.0001) & (np.arange(len(y)) >= 5)
+    assert far.sum() > 5
+    assert np.all(np.isinf(d[far])) and not np.any(s[far])
+    np.testing.assert_array_equal(np.asarray(r.x_adv)[far], x[far])   # x itself, never a fake adversarial
+    near = (exact < eps_max * 0.999) & (np.arange(len(y)) >= 5)
+    assert np.all(np.isfinite(d[near]))
+
+
+@pytest.mark.parametrize("norm", ["linf", "l2", "l1"])
+def test_bounded_results_stay_in_box(norm):
+    rng = np.random.default_rng(4)
+    d, n = 16, 24
+    w = rng.normal(size=d).astype(np.float32)
+    x = rng.uniform(0, 1, size=(n, d)).astype(np.float32)
+    b = -np.float32(np.median(x @ w))
+    y = (x @ w + b > 0).astype(np.int32)
+    f = binary_linear(w, b)
+    r = attacks.minimal_distance(f, x, y, norm=norm, key=KEY, search_steps=4, steps=10)
+    xa = np.asarray(r.x_adv)
+    assert xa.min() >= 0 and xa.max() <= 1
+    # the box can only make the distance larger than the unconstrained one
+    exact = exact_binary(w, b, x, norm)
+    dd = np.asarray(r.distance)
+    assert np.all(dd >= exact * (1 - RTOL))
+    assert attacks.verify(f, x, y, r, norm, bounds=(0.0, 1.0)) == {}
+
+
+def test_same_key_same_result_and_batch_equals_singles(linear_case):
+    w, b, x, y = linear_case
+    f = ball(np.zeros(50, np.float32), 7.0)
+    yb = (np.linalg.norm(x, axis=1) > 7.0).astype(np.int32)
+    keys = jax.random.split(KEY, 6)
+    kw = dict(norm="l2", eps_max=10.0, search_steps=3, steps=8, restarts=2, bounds=None)
+    full = attacks.minimal_distance(f, x[:6], yb[:6], key=keys, **kw)
+    again = attacks.minimal_distance(f, x[:6], yb[:6], key=keys, **kw)
+    np.testing.assert_array_equal(np.asarray(full.distance), np.asarray(again.distance))
+    singles = [attacks.minimal_distance(f, x[i:i + 1], yb[i:i + 1], key=keys[i:i + 1], **kw)
+               for i in range(6)]
+    d1 = np.concatenate([np.asarray(s.distance) for s in singles])
+    np.testing.assert_allclose(d1, np.asarray(full.distance), rtol=1e-5)
+    # one key for the batch = fold_in(key, i) per point
+    folded = jnp.stack([jax.random.fold_in(KEY, i) for i in range(6)])
+    a = attacks.minimal_distance(f, x[:6], yb[:6], key=KEY, **kw)
+    b_ = attacks.minimal_distance(f, x[:6], yb[:6], key=folded, **kw)
+    np.testing.assert_array_equal(np.asarray(a.distance), np.asarray(b_.distance))
+
+
+def test_second_call_does_not_recompile(linear_case):
+    w, b, x, y = linear_case
+    f = binary_linear(w, b)
+    kw = dict(norm="linf", key=KEY, eps_max=5.0, search_steps=2, steps=5, bounds=None)
+    attacks.minimal_distance(f, x, y, **kw)
+    size = _minimal_jit._cache_size()
+    attacks.minimal_distance(f, x + 0.01, y, **kw)
+    attacks.minimal_distance(f, x, y, **{**kw, "key": jax.random.PRNGKey(5), "eps_max": 6.0})
+    assert _minimal_jit._cache_size() == size
+
+
+def test_candidates_lanes_are_at_least_as_good(linear_case):
+    w, b, x, y = linear_case
+    f = binary_linear(w, b)
+    exact = exact_binary(w, b, x, "linf")
+    r = attacks.minimal_distance(f, x, y, norm="linf", key=KEY, eps_max=float(4 * exact.max()),
+                                 search_steps=2, steps=8, candidates=3, bounds=None)
+    d = np.asarray(r.distance)
+    assert np.all(d >= exact * (1 - RTOL))
+    assert np.median(d / exact) <= 1.01
+
+
+def test_callable_inside_user_jit_and_shard_map(linear_case):
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    w, b, x, y = linear_case
+    f = binary_linear(w, b)
+    kw = dict(norm="l2", eps_max=20.0, search_steps=3, steps=6, bounds=None)
+    keys = jax.random.split(KEY, len(x))
+    eager = attacks.minimal_distance(f, x, y, key=keys, **kw).distance
+
+    @jax.jit
+    def inside(xx, yy, kk):
+        return attacks.minimal_distance(f, xx, yy, key=kk, **kw).distance
+
+    np.testing.assert_allclose(np.asarray(inside(x, y, keys)), np.asarray(eager), rtol=1e-5)
+
+    devs = jax.devices()
+    mesh = Mesh(np.array(devs[:4] if len(devs) >= 4 else devs[:1]), ("p",))
+    sm = jax.shard_map(lambda xx, yy, kk: attacks.minimal_distance(f, xx, yy, key=kk, **kw).distance,
+                       mesh=mesh, in_specs=(P("p"), P("p"), P("p")), out_specs=P("p"))
+    np.testing.assert_allclose(np.asarray(sm(x, y, keys)), np.asarray(eager), rtol=1e-5)
