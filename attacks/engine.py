@@ -86,7 +86,7 @@ def apgd_checkpoints(steps: int) -> np.ndarray:
         p.append(p[-1] + max(p[-1] - p[-2] - 0.03, 0.06))
     mask = np.zeros(steps, dtype=bool)
     for pj in p[1:]:
-        w = int(math.ceil(pj * steps))
+        w = int(math.ceil(round(pj * steps, 6)))
         if 0 < w < steps:
             mask[w] = True
     return mask

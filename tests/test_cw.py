@@ -1,0 +1,63 @@
+"""Carlini-Wagner L2 against Lemma 1 and its invariants."""
+import jax
+import numpy as np
+import pytest
+
+import attacks
+from attacks.cw import _cw_jit
+from _models import binary_linear, exact_binary, exact_multiclass, multiclass_linear
+
+KEY = jax.random.PRNGKey(0)
+
+
+def test_cw_binary_linear_unbounded_matches_lemma1():
+    rng = np.random.default_rng(0)
+    d, n = 40, 48
+    w = rng.normal(size=d).astype(np.float32)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (x @ w + 0.3 > 0).astype(np.int32)
+    f = binary_linear(w, 0.3)
+    exact = exact_binary(w, 0.3, x, "l2")
+    r = attacks.carlini_wagner_l2(f, x, y, key=KEY, binary_search_steps=10, steps=200, lr=0.01,
+                                  bounds=None)
+    d_ = np.asarray(r.distance)
+    assert np.all(np.asarray(r.success))
+    assert np.all(d_ >= exact * (1 - 1e-5))
+    assert np.median(d_ / exact) <= 1.01
+    assert attacks.verify(f, x, y, r, "l2") == {}
+
+
+def test_cw_multiclass_linear_bounded():
+    rng = np.random.default_rng(1)
+    d, k, n = 16, 4, 32
+    W = rng.normal(size=(k, d)).astype(np.float32)
+    x = rng.uniform(0.25, 0.75, size=(n, d)).astype(np.float32)
+    b = -(x.mean(0) @ W.T).astype(np.float32)
+    f = multiclass_linear(W, b)
+    y = np.asarray(np.argmax(f(x), -1)).astype(np.int32)
+    y[:3] = (y[:3] + 1) % k   # three misclassified points
+    exact = exact_multiclass(W, b, x, y, "l2")
+    r = attacks.carlini_wagner_l2(f, x, y, key=KEY, binary_search_steps=10, steps=200, lr=0.01)
+    d_ = np.asarray(r.distance)
+    assert np.all(d_[:3] == 0)
+    # the box only removes perturbations: never below the unconstrained exact distance
+    assert np.all(d_ >= exact * (1 - 1e-5))
+    pos = exact > 0
+    assert np.median(d_[pos] / exact[pos]) <= 1.05
+    assert attacks.verify(f, x, y, r, "l2", bounds=(0.0, 1.0)) == {}
+    xa = np.asarray(r.x_adv)
+    assert xa.min() >= 0 and xa.max() <= 1
+
+
+def test_cw_no_recompile_and_deterministic():
+    rng = np.random.default_rng(2)
+    w = rng.normal(size=8).astype(np.float32)
+    x = rng.uniform(0, 1, size=(6, 8)).astype(np.float32)
+    f = binary_linear(w, -float(np.median(x @ w)))
+    y = np.asarray(np.argmax(f(x), -1))
+    kw = dict(key=KEY, binary_search_steps=2, steps=10, lr=0.05)
+    a = attacks.carlini_wagner_l2(f, x, y, **kw)
+    size = _cw_jit._cache_size()
+    b = attacks.carlini_wagner_l2(f, x, y, **kw)
+    assert _cw_jit._cache_size() == size
+    np.testing.assert_array_equal(np.asarray(a.distance), np.asarray(b.distance))
