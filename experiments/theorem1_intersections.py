@@ -1,0 +1,120 @@
+"""Theorem 1 of paper 000 (Appendix A): robustness curves crossing where we choose.
+
+Given two disjoint threshold sets T1 and T2, ``theorem1_construction`` builds a
+1-D distribution and two threshold classifiers c1, c2 whose robustness curves
+satisfy R^{c1}(t) < R^{c2}(t) on T1 and R^{c1}(t) > R^{c2}(t) on T2, crossing
+exactly at the midpoints between consecutive runs of T1 and T2 thresholds.
+This script computes both curves from the exact distances with
+``rcurves.curves``, checks the inequalities at every threshold, and compares
+the intersections found (exactly, and on a grid) with the designed ones.
+
+    python experiments/theorem1_intersections.py --out results/theorem1 \
+        --t1 0.5 1.5 2.0 4.0 --t2 1.0 3.0 5.0
+
+Writes ``theorem1_intersections.json`` and ``theorem1_intersections.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+from rcurves.curves import curve_intersections, exact_curve_intersections, robustness_curve
+from rcurves.datasets import theorem1_construction
+
+
+def _plot(eps, r1, r2, t1, t2, crossings, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ax.step(eps, r1, where="post", label=r"$R^{c_1}$ ($c_1(x)=1[x\geq -d]$)", lw=2)
+    ax.step(eps, r2, where="post", label=r"$R^{c_2}$ ($c_2(x)=1[x\geq d]$)", lw=2, ls="--")
+    for i, t in enumerate(t1):
+        ax.axvline(t, color="tab:green", alpha=0.5, lw=1, label="T1: want R1 < R2" if i == 0 else None)
+    for i, t in enumerate(t2):
+        ax.axvline(t, color="tab:red", alpha=0.5, lw=1, label="T2: want R1 > R2" if i == 0 else None)
+    ax.plot(crossings, np.interp(crossings, eps, (r1 + r2) / 2), "kx", ms=8,
+            label="designed crossings")
+    ax.set_xlabel(r"perturbation size $\varepsilon$ ($|\cdot|$ on $\mathbb{R}$)")
+    ax.set_ylabel("robust error")
+    ax.set_title("000 Theorem 1: robustness curves crossing at chosen places")
+    ax.set_xlim(0, eps[-1])
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--t1", type=float, nargs="*", default=[0.5, 1.5, 2.0, 4.0],
+                    help="thresholds where c1 must be more robust (R1 < R2)")
+    ap.add_argument("--t2", type=float, nargs="*", default=[1.0, 3.0, 5.0],
+                    help="thresholds where c2 must be more robust (R1 > R2)")
+    ap.add_argument("--grid", type=int, default=2001, help="grid points for the plot")
+    ap.add_argument("--out", default="results/theorem1", help="output directory")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+
+    c = theorem1_construction(args.t1, args.t2)
+    # equally weighted sample with the construction's weights (counts 1 or 2)
+    d1 = np.repeat(c.distances_1, c.counts)
+    d2 = np.repeat(c.distances_2, c.counts)
+    t1, t2 = np.unique(args.t1), np.unique(args.t2)
+    t_all = np.concatenate([t1, t2])
+    r1_t = np.asarray(robustness_curve(d1, t_all), dtype=np.float64)
+    r2_t = np.asarray(robustness_curve(d2, t_all), dtype=np.float64)
+    want = np.concatenate([np.full(t1.size, -1), np.full(t2.size, 1)])   # sign(R1 - R2)
+    holds = np.sign(r1_t - r2_t) == want
+
+    exact = exact_curve_intersections(d1, d2)
+    designed_region = exact[exact < 2 * c.d]       # beyond 2d the far-side points act
+    eps = np.linspace(0.0, 1.25 * float(t_all.max()), args.grid)
+    r1 = np.asarray(robustness_curve(d1, eps), dtype=np.float64)
+    r2 = np.asarray(robustness_curve(d2, eps), dtype=np.float64)
+    on_grid = curve_intersections(eps, r1, r2)
+
+    print(f"T1 = {t1.tolist()}  (want R1 < R2)\nT2 = {t2.tolist()}  (want R1 > R2)")
+    print(f"d = {c.d}; {c.x.shape[0]} support points, weights {np.round(c.weights, 4).tolist()}")
+    print(f"\n{'threshold':>10} {'set':>4} {'R^c1':>8} {'R^c2':>8}  ok")
+    for t, w, a, b, ok in sorted(zip(t_all, want, r1_t, r2_t, holds)):
+        print(f"{t:>10.4g} {'T1' if w < 0 else 'T2':>4} {a:>8.4f} {b:>8.4f}  {'yes' if ok else 'NO'}")
+    print(f"\ndesigned crossings:              {c.crossings.tolist()}")
+    print(f"exact crossings (eps < 2d = {2 * c.d:g}):  {designed_region.tolist()}")
+    print(f"grid crossings ({args.grid} points):   {np.round(on_grid, 4).tolist()}")
+    print(f"exact crossings beyond 2d (far-side points, outside the design): "
+          f"{exact[exact >= 2 * c.d].tolist()}")
+    match = (designed_region.shape == c.crossings.shape
+             and np.allclose(designed_region, c.crossings, rtol=1e-6, atol=0))
+    print(f"\nall inequalities hold: {bool(holds.all())}; exact crossings match design: {match}")
+
+    record = {
+        "t1": t1.tolist(), "t2": t2.tolist(), "d": c.d,
+        "support": c.x[:, 0].tolist(), "labels": c.y.tolist(), "weights": c.weights.tolist(),
+        "distances_1": c.distances_1.tolist(), "distances_2": c.distances_2.tolist(),
+        "at_thresholds": [{"t": float(t), "set": "T1" if w < 0 else "T2", "R1": float(a),
+                           "R2": float(b), "holds": bool(ok)}
+                          for t, w, a, b, ok in zip(t_all, want, r1_t, r2_t, holds)],
+        "designed_crossings": c.crossings.tolist(),
+        "exact_crossings": exact.tolist(),
+        "grid_crossings": on_grid.tolist(), "grid_points": args.grid,
+        "all_hold": bool(holds.all()), "crossings_match": bool(match),
+    }
+    json_path = os.path.join(args.out, "theorem1_intersections.json")
+    with open(json_path + ".tmp", "w") as f:
+        json.dump(record, f, indent=2)
+    os.replace(json_path + ".tmp", json_path)
+    png_path = os.path.join(args.out, "theorem1_intersections.png")
+    _plot(eps, r1, r2, t1, t2, c.crossings, png_path)
+    print(f"\nwrote {json_path}\nwrote {png_path}")
+    return record
+
+
+if __name__ == "__main__":
+    main()
