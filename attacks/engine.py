@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attacks.losses import confidently_adversarial, get_loss
+from attacks.losses import confidently_adversarial, get_loss, margin
 from attacks.norms import Geometry, clip_box, geometry, like
 
 
@@ -70,6 +70,7 @@ class LaneState(NamedTuple):
     f_max: jax.Array       # () highest loss seen
     adv_delta: jax.Array   # (*shape) smallest-norm misclassified iterate
     adv_norm: jax.Array    # () its norm; inf if none seen
+    adv_margin: jax.Array  # () its logit margin (> 0)
 
 
 class LaneResult(NamedTuple):
@@ -77,6 +78,7 @@ class LaneResult(NamedTuple):
     f_max: jax.Array      # ()
     adv_delta: jax.Array  # (*shape) smallest-norm adversarial iterate (zeros if none)
     adv_norm: jax.Array   # () inf if no adversarial iterate was seen
+    adv_margin: jax.Array  # () logit margin of adv_delta (for the ray search)
 
 
 def apgd_checkpoints(steps: int) -> np.ndarray:
@@ -158,7 +160,7 @@ def run_lane(
     state = LaneState(
         delta=d0, delta_prev=d0, eta=eta0, f_prev=like(x, -jnp.inf), n_up=like(x, 0.0),
         ckpt_eta=eta0, ckpt_fmax=like(x, -jnp.inf), delta_max=d0, f_max=like(x, -jnp.inf),
-        adv_delta=zeros + 0 * x, adv_norm=like(x, jnp.inf),
+        adv_delta=zeros + 0 * x, adv_norm=like(x, jnp.inf), adv_margin=like(x, 0.0),
     )
 
     def body(s: LaneState, xs):
@@ -170,6 +172,7 @@ def run_lane(
         better_adv = confidently_adversarial(logits, y) & (nrm < s.adv_norm)
         adv_delta = jnp.where(better_adv, s.delta, s.adv_delta)
         adv_norm = jnp.where(better_adv, nrm, s.adv_norm)
+        adv_margin = jnp.where(better_adv, margin(logits, y), s.adv_margin)
         improved = f > s.f_max
         delta_max = jnp.where(improved, s.delta, s.delta_max)
         f_max = jnp.maximum(f, s.f_max)
@@ -196,13 +199,13 @@ def run_lane(
         new = LaneState(
             delta=nxt, delta_prev=prev, eta=eta, f_prev=f, n_up=n_up,
             ckpt_eta=ckpt_eta, ckpt_fmax=ckpt_fmax, delta_max=delta_max, f_max=f_max,
-            adv_delta=adv_delta, adv_norm=adv_norm,
+            adv_delta=adv_delta, adv_norm=adv_norm, adv_margin=adv_margin,
         )
         return new, None
 
     xs = (jnp.arange(cfg.steps), jnp.asarray(ckpt), jnp.asarray(lengths))
     final, _ = jax.lax.scan(body, state, xs)
-    return LaneResult(final.delta_max, final.f_max, final.adv_delta, final.adv_norm)
+    return LaneResult(final.delta_max, final.f_max, final.adv_delta, final.adv_norm, final.adv_margin)
 
 
 def single(logits_fn: Callable) -> Callable:

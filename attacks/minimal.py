@@ -35,6 +35,7 @@ import jax.numpy as jnp
 from attacks import checks
 from attacks.engine import EngineConfig, run_lane, single
 from attacks.norms import clip_box, geometry, like
+from attacks.losses import margin
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize
 
@@ -62,6 +63,7 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
     geo = geometry(cfg.engine.norm, cfg.engine.l1_sparsity)
     K, R = cfg.candidates, cfg.restarts
     ks = jnp.arange(1, K + 1, dtype=jnp.float32)
+    m_clean = margin(fn1(x), y)
 
     def round_fn(st: SearchState, rkey):
         broken = jnp.isfinite(st.hi)
@@ -86,7 +88,8 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
         found_now = jnp.isfinite(norms[i])
         # Pull the round's best adversarial toward x along its ray; the point is
         # stored exactly as it was evaluated.
-        cand = ray_search(fn1, x, y, cand_delta, cfg.refine_steps, bounds)
+        cand_margin = res.adv_margin.reshape(-1)[i]
+        cand = ray_search(fn1, x, y, cand_delta, cfg.refine_steps, bounds, m_clean, cand_margin)
         cand_norm = jnp.where(found_now, geo.norm(cand - x), jnp.inf)
         better = cand_norm < st.hi
         hi = jnp.where(better, cand_norm, st.hi)

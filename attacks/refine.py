@@ -20,7 +20,8 @@ from attacks.norms import clip_box, like
 
 
 def ray_search(fn1: Callable, x, y, delta, steps: int,
-               bounds: Optional[Tuple[float, float]] = None) -> jax.Array:
+               bounds: Optional[Tuple[float, float]] = None,
+               m_lo: Optional[jax.Array] = None, m_hi: Optional[jax.Array] = None) -> jax.Array:
     """The closest verified adversarial point on the segment ``x -> x + delta``.
 
     Args:
@@ -31,13 +32,17 @@ def ray_search(fn1: Callable, x, y, delta, steps: int,
       steps: forward evaluations of the search.
       bounds: box to clip the candidates to (a no-op for points of the segment
         when both ends are inside).
+      m_lo, m_hi: the logit margins at ``x`` and ``x + delta`` when the caller
+        already has them (saves two forward passes).
 
     Returns:
       The adversarial point ``(*shape)`` exactly as it was evaluated
       (``x + delta`` itself if no closer one was confirmed).
     """
-    m_lo = margin(fn1(x), y)
-    m_hi = margin(fn1(x + delta), y)
+    if m_lo is None:
+        m_lo = margin(fn1(x), y)
+    if m_hi is None:
+        m_hi = margin(fn1(x + delta), y)
 
     def body(_, c):
         t_lo, t_hi, m_lo, m_hi, side, best = c

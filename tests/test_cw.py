@@ -27,6 +27,24 @@ def test_cw_binary_linear_unbounded_matches_lemma1():
     assert attacks.verify(f, x, y, r, "l2") == {}
 
 
+def test_cw_multiclass_linear_unbounded_matches_exact():
+    rng = np.random.default_rng(3)
+    d, k, n = 16, 4, 32
+    W = rng.normal(size=(k, d)).astype(np.float32)
+    b = rng.normal(size=k).astype(np.float32)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    f = multiclass_linear(W, b)
+    y = np.asarray(np.argmax(f(x), -1)).astype(np.int32)
+    exact = exact_multiclass(W, b, x, y, "l2")
+    r = attacks.carlini_wagner_l2(f, x, y, key=KEY, binary_search_steps=10, steps=200, lr=0.01,
+                                  bounds=None)
+    d_ = np.asarray(r.distance)
+    assert np.all(np.asarray(r.success))
+    assert np.all(d_ >= exact * (1 - 1e-5))
+    assert np.median(d_ / exact) <= 1.01
+    assert attacks.verify(f, x, y, r, "l2") == {}
+
+
 def test_cw_multiclass_linear_bounded():
     rng = np.random.default_rng(1)
     d, k, n = 16, 4, 32
