@@ -24,8 +24,11 @@ _NORM_ALIASES = {
 
 
 def is_concrete(a: Any) -> bool:
-    """True when ``a`` holds values (not a tracer inside jit/vmap/pmap)."""
-    return not isinstance(a, jax.core.Tracer)
+    """True when ``a``'s values can be read here: not a tracer inside
+    jit/vmap/pmap, and not a global array with shards on other hosts."""
+    if isinstance(a, jax.core.Tracer):
+        return False
+    return bool(getattr(a, "is_fully_addressable", True))
 
 
 def check_norm(norm: Any, name: str = "norm") -> str:

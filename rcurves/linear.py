@@ -161,6 +161,19 @@ def _check_x(x: Any, d: int, name: str = "x") -> jax.Array:
 # ---------------------------------------------------------------------------
 
 
+def _rowdot(flat: jax.Array, w: jax.Array) -> jax.Array:
+    """``flat @ w`` as an elementwise product and a row reduction.
+
+    Unlike a matrix product, whose kernel (and so its rounding) depends on
+    the number of rows, each row's result here depends only on that row: the
+    answer for a point is bit-identical whatever the batch or device split.
+    ``w`` is ``(d,)`` -> ``(n,)`` or ``(K, d)`` -> ``(n, K)``.
+    """
+    if w.ndim == 1:
+        return jnp.sum(flat * w[None, :], axis=1)
+    return jnp.sum(flat[:, None, :] * w[None, :, :], axis=2)
+
+
 def _exponents(p: Any, name: str = "p") -> Tuple[jax.Array, jax.Array]:
     """Validated ``(p, q)`` as float32 scalars for the jitted cores."""
     pf = check_p(p, name)
@@ -169,7 +182,7 @@ def _exponents(p: Any, name: str = "p") -> Tuple[jax.Array, jax.Array]:
 
 @jax.jit
 def _binary_distance(w, b, x, q, y):
-    s = x.reshape(x.shape[0], -1) @ w + b
+    s = _rowdot(x.reshape(x.shape[0], -1), w) + b
     nrm = lp_norm(w, q)
     dist = jnp.where(nrm > 0, jnp.abs(s) / jnp.where(nrm > 0, nrm, 1.0), jnp.inf)
     if y is None:
@@ -189,7 +202,7 @@ def _multiclass_geometry(w, b, x, y, q):
     Returns ``ratios (n, K)`` (inf for ``j = y`` and for unreachable classes),
     ``margins (n, K)`` = ``z_y - z_j`` and ``correct (n,)``.
     """
-    logits = x.reshape(x.shape[0], -1) @ w.T + b
+    logits = _rowdot(x.reshape(x.shape[0], -1), w) + b
     z_y = jnp.take_along_axis(logits, y[:, None], axis=1)
     margins = z_y - logits
     norms = _pairwise_dual_norms(w, q)[y]  # (n, K)
@@ -210,7 +223,7 @@ def _multiclass_distance(w, b, x, y, q):
 @jax.jit
 def _binary_perturbation(w, b, x, p, y):
     flat = x.reshape(x.shape[0], -1)
-    s = flat @ w + b
+    s = _rowdot(flat, w) + b
     delta = -s[:, None] * _unit_direction(w, p)[None, :]
     if y is not None:
         correct = (s > 0).astype(jnp.int32) == y
