@@ -45,3 +45,5 @@ from rcurves.plotting import plot_curve_grid
 from rcurves.plotting import plot_curves
 from rcurves.plotting import plot_step_curves
 from rcurves.plotting import step_curve
+from rcurves.distributed import make_mesh
+from rcurves.distributed import on_mesh
