@@ -47,3 +47,4 @@ from rcurves.plotting import plot_step_curves
 from rcurves.plotting import step_curve
 from rcurves.distributed import make_mesh
 from rcurves.distributed import on_mesh
+from rcurves.streaming import map_points
