@@ -20,7 +20,7 @@ def test_linear_distance_over_a_memmap_equals_in_memory(tmp_path):
     full = np.asarray(rcurves.linear_distance(w, 0.1, x, 2))
     streamed = map_points(lambda xc: rcurves.linear_distance(w, 0.1, xc, 2), mm, chunk_size=128)
     # XLA may pick a different reduction order for another row count: equal to float32 rounding
-    np.testing.assert_allclose(streamed, full, rtol=1e-6)
+    np.testing.assert_allclose(streamed, full, rtol=1e-5, atol=1e-6)
     assert streamed.shape == (1000,)
 
 
