@@ -10,3 +10,5 @@ from attacks.minimal import minimal_distance
 from attacks.pgd import pgd
 from attacks.result import MinimalResult, verify
 from attacks.cw import carlini_wagner_l2
+from attacks.ddn import ddn
+from attacks.fmn import fmn

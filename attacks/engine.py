@@ -177,7 +177,8 @@ def run_lane(
         delta_max = jnp.where(improved, s.delta, s.delta_max)
         f_max = jnp.maximum(f, s.f_max)
 
-        g = mask_box_gradient(g, x + s.delta, bounds)
+        if cfg.norm != "linf":  # for sign steps the box clip already does this
+            g = mask_box_gradient(g, x + s.delta, bounds)
         if apgd:
             n_up = s.n_up + (f > s.f_prev).astype(jnp.float32)
             z = proj(s.delta + geo.step(g, s.eta))
