@@ -184,16 +184,23 @@ def run_lane(
             z = proj(s.delta + geo.step(g, s.eta))
             alpha = jnp.where(k == 0, 1.0, cfg.momentum)
             nxt = proj(s.delta + alpha * (z - s.delta) + (1.0 - alpha) * (s.delta - s.delta_prev))
-            # Checkpoint: halve the step and restart from the best point.
-            cond1 = n_up < cfg.rho * length
-            cond2 = (s.ckpt_eta == s.eta) & (s.ckpt_fmax == f_max)
-            halve = is_ckpt & (cond1 | cond2)
-            eta = jnp.where(halve, s.eta / 2.0, s.eta)
-            nxt = jnp.where(halve, delta_max, nxt)
-            prev = jnp.where(halve, delta_max, s.delta)
-            ckpt_eta = jnp.where(is_ckpt, s.eta, s.ckpt_eta)
-            ckpt_fmax = jnp.where(is_ckpt, f_max, s.ckpt_fmax)
-            n_up = jnp.where(is_ckpt, 0.0, n_up)
+            # Checkpoint: halve the step and restart from the best point. The
+            # predicate is the same for every lane (a scan input, not vmapped),
+            # so this is a real branch: ordinary steps skip its selects.
+            def at_checkpoint(ops):
+                nxt, n_up = ops
+                cond1 = n_up < cfg.rho * length
+                cond2 = (s.ckpt_eta == s.eta) & (s.ckpt_fmax == f_max)
+                halve = cond1 | cond2
+                return (jnp.where(halve, delta_max, nxt), jnp.where(halve, delta_max, s.delta),
+                        jnp.where(halve, s.eta / 2.0, s.eta), s.eta, f_max, jnp.zeros_like(n_up))
+
+            def ordinary(ops):
+                nxt, n_up = ops
+                return nxt, s.delta, s.eta, s.ckpt_eta, s.ckpt_fmax, n_up
+
+            nxt, prev, eta, ckpt_eta, ckpt_fmax, n_up = jax.lax.cond(
+                is_ckpt, at_checkpoint, ordinary, (nxt, n_up))
         else:
             nxt = proj(s.delta + geo.step(g, s.eta))
             prev, eta, ckpt_eta, ckpt_fmax, n_up = s.delta, s.eta, s.ckpt_eta, s.ckpt_fmax, s.n_up
