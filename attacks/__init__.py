@@ -12,3 +12,5 @@ from attacks.result import MinimalResult, verify
 from attacks.cw import carlini_wagner_l2
 from attacks.ddn import ddn
 from attacks.fmn import fmn
+from attacks.cap import ConstrainedResult, cap_pgd, cap_pgd_result, project_cap
+from attacks.vertex import vertex_pgd, vertex_pgd_result

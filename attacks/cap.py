@@ -38,27 +38,40 @@ the norm to ``eps`` and ``nu >= 0`` the cap multiplier. For a fixed ``nu``
 the norm condition is solved exactly by an active-set iteration (coordinates
 saturate at the box face in order of ``face / w_i``; ``t`` increases
 monotonically to the solution, usually in 2-4 passes); ``u_hat . delta`` is
-non-decreasing in ``nu`` (parametric LP argument), so ``nu`` is found by
-bisection on ``tau = nu / (1 + nu)`` in ``[0, 1]``, keeping the side that
-satisfies the cap. When the box leaves no point of the sphere in the cap
-(e.g. ``x`` in a corner and ``alpha`` small), no such point exists; the
-projection then returns its best effort and **the constraint check reports
-it as infeasible**.
+non-decreasing in ``nu`` (parametric LP argument), so ``nu`` is found by a
+bracketing root finder (Illinois) along the great-circle arc from ``z_hat``
+to ``u_hat`` that the directions ``z_hat + nu u_hat`` sweep, keeping the side
+that satisfies the cap (without a box the root is where the arc enters the
+cap, found in one secant step). This is the nearest point (up to the root
+finding) whenever the maximiser of the relaxation lies on the sphere, which
+holds when the box
+corner towards ``z_hat + nu u_hat`` is outside the eps-ball, e.g. whenever
+eps is below the distance from ``x`` to every corner of the domain (the usual
+case for images: the far corners are at distance ~ sqrt(d)/2). Otherwise
+(``x`` near a corner with eps large, or a box that leaves no point of the
+sphere in the cap) the nearest point is a non-convex combinatorial problem;
+the projection then returns a point that is feasible but maybe not nearest,
+or an infeasible one that **the constraint check reports**.
 
-**All constraints at once.** Every iterate is the projection above, put into
-the box by a clip in input space (a change of at most a few ulps; it makes
-``lo <= x_adv <= hi`` hold exactly), then *checked*: ``| ||x_adv - x|| - eps |
-<= rtol eps`` and ``angle(x_adv - x, u) <= alpha + rtol`` (radians) and inside
-the box. Only checked iterates can be returned as adversarial; a lane that
-never produced a checked iterate returns ``x`` itself (distance 0, clearly not
-on the sphere) and ``feasible = False`` in :func:`cap_pgd_result`.
+**All constraints at once.** With a box, every iterate is the projection
+above, put into the box by a clip in input space (a change of at most a few
+ulps; it makes ``lo <= x_adv <= hi`` hold exactly), then *checked*:
+``| ||x_adv - x|| - eps | <= rtol eps`` and ``angle(x_adv - x, u) <= alpha +
+rtol`` (radians) and inside the box; only checked iterates are kept. Without
+a box the projection is exact, so every iterate is feasible up to float
+rounding. In both cases the returned point is checked again; a lane that
+never kept an iterate returns ``x`` itself (distance 0, clearly not on the
+sphere) with ``feasible = False`` (:func:`cap_pgd_result`), and a returned
+point counts as adversarial only if it is feasible and re-evaluated as
+misclassified.
 
 The attack is APGD-style projected gradient ascent of the logit margin
-(Croce & Hein 2020: step ``2 eps``, momentum 0.75, step halving at
-checkpoints) with the l_2 steepest-ascent step ``eta g / ||g||``. A lane is
-one (point, direction, cap angle); attacks ``vmap`` lanes, steps are a
-``lax.scan``: one jitted program, ``steps`` gradient evaluations and one
-verifying forward pass per lane.
+(Croce & Hein 2020: step ``2 eps``, momentum 0.75 in heavy-ball form so that
+each step costs one projection, step halving and restart from the best
+iterate at APGD's checkpoints) with the l_2 steepest-ascent step
+``eta g / ||g||``. A lane is one (point, direction, cap angle); attacks
+``vmap`` lanes, steps are a ``lax.scan``: one jitted program, ``steps``
+gradient evaluations and one verifying forward pass per lane.
 """
 from __future__ import annotations
 
@@ -69,7 +82,6 @@ from typing import Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from attacks import checks
 from attacks.engine import _checkpoint_lengths, apgd_checkpoints, mask_box_gradient, single
@@ -77,6 +89,7 @@ from attacks.losses import margin
 from attacks.norms import clip_box, l2_norm, step_l2
 
 _TINY = 1e-30
+_ANGLE_TOL = 1e-6  # radians: float32 resolution of an angle, the cap's tolerance in projections
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +103,12 @@ class CapConfig:
       rho: APGD's checkpoint success fraction.
       box_iters: cap on the active-set passes of the sphere-box solve
         (exact once converged; non-converged lanes fail the check).
-      tau_iters: bisection steps on the cap multiplier (box only); the
-        projection is the nearest point up to ~``2**-tau_iters`` in ``tau``.
+      tau_iters: Illinois (regula falsi) steps on the cap multiplier (box
+        only), each one sphere-box solve. Every iterate is feasible whatever
+        the count (the root finder keeps the side inside the cap); more steps
+        bring it closer to the nearest point. 2 (the default for attack
+        steps) changed the l_2 sparsity of the MNIST CNN by ~0.002 rad
+        against 8 (``project_cap_box``'s default) at ~55% of the time.
       rtol: tolerance of the constraint check: relative on the norm,
         radians on the angle.
     """
@@ -101,7 +118,7 @@ class CapConfig:
     momentum: float = 0.75
     rho: float = 0.75
     box_iters: int = 32
-    tau_iters: int = 16
+    tau_iters: int = 2
     rtol: float = 1e-4
 
 
@@ -109,9 +126,9 @@ class ConstrainedResult(NamedTuple):
     """Outcome of a constrained attack, one row per point.
 
     Attributes:
-      x_adv: ``(n, *shape)``; the adversarial iterate if one was found, else
-        the highest-margin checked iterate, else ``x`` (no point satisfied
-        every constraint).
+      x_adv: ``(n, *shape)``; the highest-margin kept iterate (an adversarial
+        one whenever an iterate was adversarial: the logit margin is positive
+        exactly then), else ``x`` (no iterate satisfied every constraint).
       adversarial: ``(n,)`` bool, ``argmax logits_fn(x_adv) != y`` re-evaluated
         on the returned array *and* ``feasible``.
       feasible: ``(n,)`` bool, ``x_adv`` satisfies every constraint (checked).
@@ -127,6 +144,12 @@ class ConstrainedResult(NamedTuple):
 # ---------------------------------------------------------------------------
 
 
+def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``sum(a * b)``: under ``vmap`` an elementwise product and a row reduction,
+    which XLA:CPU fuses (a batched ``dot`` of vectors becomes a slow tiny matmul)."""
+    return jnp.sum(a * b)
+
+
 def unit(u: jax.Array) -> jax.Array:
     """``u / ||u||_2`` (``u`` non-zero)."""
     return u / jnp.maximum(l2_norm(u), _TINY)
@@ -136,16 +159,47 @@ def cap_angle(delta: jax.Array, u_hat: jax.Array) -> jax.Array:
     """``angle(delta, u)`` in ``[0, pi]`` via atan2 (accurate near 0 and pi); 0 for delta = 0."""
     d = delta.reshape(-1)
     uh = u_hat.reshape(-1)
-    a = jnp.dot(d, uh)
+    a = _dot(d, uh)
     p = d - a * uh
     return jnp.arctan2(l2_norm(p), a)
 
 
 def _orthogonal(uh: jax.Array) -> jax.Array:
-    """A fixed unit vector orthogonal to the unit vector ``uh`` (needs d >= 2)."""
-    j = jnp.argmin(jnp.abs(uh))
-    v = jax.nn.one_hot(j, uh.shape[0], dtype=uh.dtype) - uh[j] * uh
+    """A fixed unit vector orthogonal to the unit vector ``uh`` (needs d >= 2).
+
+    ``e_j - uh_j uh`` with ``j = 0`` unless ``|uh_0| > 0.7``, then ``j = 1``
+    (``uh_0^2 + uh_1^2 <= 1``, so ``1 - uh_j^2 >= 0.5``).
+    """
+    j = jnp.where(jnp.abs(uh[0]) > 0.7, 1, 0)
+    e = (jnp.arange(uh.shape[0]) == j).astype(uh.dtype)
+    v = e - uh[j] * uh
     return v / jnp.maximum(l2_norm(v), _TINY)
+
+
+def _project_cap_flat(zf, uh, eps, alpha, cos_a, sin_a, orth):
+    """:func:`project_cap` on flat vectors: unit ``uh``, ``cos/sin(alpha)`` and a unit
+    ``orth`` orthogonal to ``uh`` (used when ``z`` is parallel to ``u``) precomputed.
+
+    A few passes over ``z``: ``a = z.u``, ``p = z - a u`` (twice, so that ``p``
+    is orthogonal to ``u`` to float precision even when ``z`` is nearly
+    parallel to ``u``), ``||p||``, the result.
+    """
+    a = _dot(zf, uh)
+    p = zf - a * uh
+    c = _dot(p, uh)
+    p = p - c * uh
+    a = a + c
+    pn = l2_norm(p)
+    zn = jnp.sqrt(a * a + pn * pn)
+    inside = jnp.arctan2(pn, a) <= alpha  # phi <= alpha: theta = phi, the point is eps z/||z||
+    use_p = pn > 1e-12 * jnp.maximum(jnp.abs(a), pn)
+    coef_p = jnp.where(inside, 1.0 / jnp.maximum(zn, _TINY),
+                       jnp.where(use_p, sin_a / jnp.maximum(pn, _TINY), 0.0))
+    coef_u = jnp.where(inside, a / jnp.maximum(zn, _TINY), cos_a)
+    coef_o = jnp.where(inside | use_p, 0.0, sin_a)
+    coef_u = jnp.where(zn > 0, coef_u, 1.0)  # z = 0: the cap centre
+    # s = coef_u u + coef_p p + coef_o orth is a unit vector (u, p, orth orthogonal).
+    return eps * (coef_u * uh + coef_p * p + coef_o * orth)
 
 
 def project_cap(z: jax.Array, u: jax.Array, eps, alpha) -> jax.Array:
@@ -158,22 +212,14 @@ def project_cap(z: jax.Array, u: jax.Array, eps, alpha) -> jax.Array:
       alpha: cap angle in radians, ``()`` in ``[0, pi]``.
 
     Returns:
-      ``P(z)`` of the module docstring, shape of ``z``; ``eps u_hat`` for
+      ``P(z)`` of the module docstring, shape of ``z``: ``eps z / ||z||``
+      when ``angle(z, u) <= alpha``, else
+      ``eps (cos(alpha) u_hat + sin(alpha) p / ||p||)``; ``eps u_hat`` for
       ``z = 0``. Correct for ``z . u < 0`` and ``alpha >= pi/2``.
     """
-    shape = z.shape
-    zf = z.reshape(-1)
     uh = unit(u.reshape(-1))
-    a = jnp.dot(zf, uh)
-    p = zf - a * uh
-    p = p - jnp.dot(p, uh) * uh  # second Gram-Schmidt pass (float32)
-    pn = l2_norm(p)
-    phi = jnp.arctan2(pn, a)
-    theta = jnp.minimum(phi, alpha)
-    use_p = pn > 1e-12 * jnp.maximum(jnp.abs(a), pn)
-    v = jnp.where(use_p, p / jnp.maximum(pn, _TINY), _orthogonal(uh))
-    s = jnp.cos(theta) * uh + jnp.sin(theta) * v
-    return (eps * s / jnp.maximum(l2_norm(s), _TINY)).reshape(shape)
+    out = _project_cap_flat(z.reshape(-1), uh, eps, alpha, jnp.cos(alpha), jnp.sin(alpha), _orthogonal(uh))
+    return out.reshape(z.shape)
 
 
 def _sphere_box(w, lower, upper, eps, max_iter: int):
@@ -216,38 +262,87 @@ def _sphere_box(w, lower, upper, eps, max_iter: int):
     return jnp.where(sat_t <= t, face, t * w)
 
 
-def project_cap_box(z, u, eps, alpha, lower, upper, *, box_iters: int = 32, tau_iters: int = 16):
+def _cap_box_flat(uh, eps, alpha, lo, hi, box_iters: int, tau_iters: int) -> Callable:
+    """Flat ``z -> d`` for :func:`project_cap_box`, with what does not depend on
+    ``z`` (the cap-centre end ``d(u)`` and its excess angle) computed once."""
+    orth = _orthogonal(uh)
+    d1 = _sphere_box(uh, lo, hi, eps, box_iters)
+
+    def excess(d):  # the angle, not the cosine: accurate for small alpha
+        return cap_angle(d, uh) - alpha
+
+    h1 = excess(d1)
+
+    def project(zf):
+        zn = l2_norm(zf)
+        zh = jnp.where(zn > _TINY, zf / jnp.maximum(zn, _TINY), uh)
+        # The KKT directions z_hat + nu u (nu >= 0) sweep the great-circle arc
+        # from z_hat to u: w(theta) = cos(theta) z_hat + sin(theta) e, theta in
+        # [0, phi]. Without a box the answer is theta = phi - alpha exactly, so
+        # the root finder works on a nearly linear function. For z anti-parallel
+        # to u every arc is as good; a fixed one is taken.
+        c = _dot(zh, uh)
+        e = uh - c * zh
+        en = l2_norm(e)
+        e = jnp.where(en > 1e-6, e / jnp.maximum(en, _TINY), orth)
+        phi = jnp.where(en > 1e-6, jnp.arctan2(en, c), jnp.where(c > 0, 0.0, jnp.pi))
+
+        def solve(theta):
+            return _sphere_box(jnp.cos(theta) * zh + jnp.sin(theta) * e, lo, hi, eps, box_iters)
+
+        d0 = solve(0.0)
+        h0 = excess(d0)
+
+        # Illinois (modified regula falsi) on theta -> angle(d(theta), u) - alpha,
+        # decreasing: keeps a bracket [a, b] with h(a) > 0 >= h(b) and returns
+        # d(b), which satisfies the cap.
+        def step(_, st):
+            a, ha, b, hb, db, side = st
+            w = b - a
+            t = b - hb * w / jnp.minimum(hb - ha, -_TINY)
+            # Safeguard: stay 1% of the bracket away from its ends, so that a
+            # root sitting at an end (h = +1e-8 there, say) is still approached fast.
+            t = jnp.clip(jnp.where(jnp.isfinite(t), t, a + 0.5 * w), a + 0.01 * w, b - 0.01 * w)
+            dt = solve(t)
+            ht = excess(dt)
+            good = ht <= _ANGLE_TOL
+            # Halve the value kept at the end that survives twice in a row.
+            ha = jnp.where(good & (side == 1), 0.5 * ha, ha)
+            hb = jnp.where(~good & (side == -1), 0.5 * hb, hb)
+            a, ha = jnp.where(good, a, t), jnp.where(good, ha, ht)
+            b, hb = jnp.where(good, t, b), jnp.where(good, ht, hb)
+            db = jnp.where(good, dt, db)
+            return a, ha, b, hb, db, jnp.where(good, 1, -1)
+
+        st = (jnp.zeros(()), h0, phi, h1, d1, jnp.asarray(0))
+        st = jax.lax.fori_loop(0, tau_iters, step, st)
+        return jnp.where(h0 <= _ANGLE_TOL, d0, st[4])
+
+    return project
+
+
+def project_cap_box(z, u, eps, alpha, lower, upper, *, box_iters: int = 32, tau_iters: int = 8):
     """Projection of ``z`` onto ``{||d|| = eps, angle(d, u) <= alpha, lower <= d <= upper}``.
 
-    The KKT construction of the module docstring (exact up to the ``tau``
-    bisection). ``lower <= 0 <= upper`` elementwise (``x`` inside the box).
-    Where the set is empty the result violates a constraint; check it with
-    :func:`cap_feasible`.
+    The KKT construction of the module docstring, exact up to the root finding
+    along the arc (its two ends, then ``tau_iters`` Illinois steps). Needs
+    ``lower <= 0 <= upper`` elementwise (``x`` inside the box). Where the set
+    is empty (or outside the exact regime) the result may violate a
+    constraint; check it with :func:`cap_feasible`.
+
+    Args:
+      z: the point to project (a perturbation), any shape; u: direction, same shape.
+      eps: sphere radius; alpha: cap angle in radians.
+      lower, upper: the box for the perturbation (``lo - x``, ``hi - x``).
+      box_iters: cap on the active-set passes of each sphere-box solve.
+      tau_iters: root-finding steps (each one sphere-box solve).
+
+    Returns:
+      The projected perturbation, shape of ``z``.
     """
-    shape = z.shape
-    zf = z.reshape(-1)
-    uh = unit(u.reshape(-1))
-    lo = lower.reshape(-1)
-    hi = upper.reshape(-1)
-    zn = l2_norm(zf)
-    zh = jnp.where(zn > _TINY, zf / jnp.maximum(zn, _TINY), uh)
-    need = eps * jnp.cos(alpha)
-
-    def solve(tau):
-        return _sphere_box((1.0 - tau) * zh + tau * uh, lo, hi, eps, box_iters)
-
-    d0 = solve(0.0)
-    ok0 = jnp.dot(d0, uh) >= need
-
-    def bisect(_, lh):
-        a, b = lh
-        mid = 0.5 * (a + b)
-        good = jnp.dot(solve(mid), uh) >= need
-        return jnp.where(good, a, mid), jnp.where(good, mid, b)
-
-    _, tau = jax.lax.fori_loop(0, tau_iters, bisect, (jnp.zeros(()), jnp.ones(())))
-    d = jnp.where(ok0, d0, solve(tau))
-    return d.reshape(shape)
+    proj = _cap_box_flat(unit(u.reshape(-1)), eps, alpha, lower.reshape(-1), upper.reshape(-1),
+                         box_iters, tau_iters)
+    return proj(z.reshape(-1)).reshape(z.shape)
 
 
 def cap_feasible(x_adv, x, u_hat, eps, alpha, bounds, rtol):
@@ -268,16 +363,45 @@ def cap_feasible(x_adv, x, u_hat, eps, alpha, bounds, rtol):
 def cap_projector(x, u_hat, eps, alpha, bounds, cfg: CapConfig) -> Callable:
     """``x_candidate -> x_adv``: projection in input space for one lane."""
     if bounds is None:
-        return lambda xa: x + project_cap(xa - x, u_hat, eps, alpha)
-    lower = bounds[0] - x
-    upper = bounds[1] - x
+        uh = u_hat.reshape(-1)
+        ca, sa, orth = jnp.cos(alpha), jnp.sin(alpha), _orthogonal(uh)
 
-    def proj(xa):
-        d = project_cap_box(xa - x, u_hat, eps, alpha, lower, upper,
-                            box_iters=cfg.box_iters, tau_iters=cfg.tau_iters)
-        return clip_box(x + d, bounds)
+        def proj(xa):
+            d = _project_cap_flat((xa - x).reshape(-1), uh, eps, alpha, ca, sa, orth)
+            return x + d.reshape(x.shape)
 
-    return proj
+        return proj
+    flat = _cap_box_flat(u_hat.reshape(-1), eps, alpha, (bounds[0] - x).reshape(-1),
+                         (bounds[1] - x).reshape(-1), cfg.box_iters, cfg.tau_iters)
+
+    def proj_box(xa):
+        return clip_box(x + flat((xa - x).reshape(-1)).reshape(x.shape), bounds)
+
+    return proj_box
+
+
+def sphere_projector(x, eps, bounds, cfg: CapConfig) -> Callable:
+    """``x_candidate -> x_adv`` onto the eps-sphere (n box): the cap with ``alpha = pi``.
+
+    ``x + eps z/||z||`` without bounds; with bounds the sphere-box step of
+    :func:`project_cap_box` alone (no cap, so no bisection). ``z = 0`` maps
+    to ``x`` (no direction to choose; the check rejects it for eps > 0).
+    """
+    if bounds is None:
+        def proj(xa):
+            z = xa - x
+            return x + eps * z / jnp.maximum(l2_norm(z), _TINY)
+        return proj
+    lower = (bounds[0] - x).reshape(-1)
+    upper = (bounds[1] - x).reshape(-1)
+
+    def proj_box(xa):
+        z = (xa - x).reshape(-1)
+        zh = z / jnp.maximum(l2_norm(z), _TINY)
+        d = _sphere_box(zh, lower, upper, eps, cfg.box_iters)
+        return clip_box(x + d.reshape(x.shape), bounds)
+
+    return proj_box
 
 
 # ---------------------------------------------------------------------------
@@ -285,9 +409,16 @@ def cap_projector(x, u_hat, eps, alpha, bounds, cfg: CapConfig) -> Callable:
 # ---------------------------------------------------------------------------
 
 
+def misclassified(logits: jax.Array, y: jax.Array) -> jax.Array:
+    """``argmax(logits) != y`` (first index wins ties), without an arg-reduction."""
+    z_y = logits[y]
+    idx = jnp.arange(logits.shape[-1])
+    return jnp.any((logits > z_y) | ((logits == z_y) & (idx < y)))
+
+
 class _LaneState(NamedTuple):
-    xa: jax.Array         # (*shape) current iterate (projected)
-    xa_prev: jax.Array    # (*shape) previous iterate (momentum)
+    cand: jax.Array       # (*shape) next point before projection
+    xa_prev: jax.Array    # (*shape) previous (projected) iterate, for momentum
     eta: jax.Array        # () step size
     f_prev: jax.Array     # () margin at the previous iterate
     n_up: jax.Array       # () margin increases since the last checkpoint
@@ -295,8 +426,6 @@ class _LaneState(NamedTuple):
     ckpt_fmax: jax.Array  # () best margin at the last checkpoint
     x_max: jax.Array      # (*shape) highest-margin checked iterate
     f_max: jax.Array      # () its margin (-inf: none checked yet)
-    adv_x: jax.Array      # (*shape) highest-margin checked adversarial iterate
-    adv_f: jax.Array      # () its margin (-inf: none)
 
 
 def constrained_lane(fn1, x, y, start, project, feasible, step, eta0, cfg: CapConfig, bounds):
@@ -314,60 +443,63 @@ def constrained_lane(fn1, x, y, start, project, feasible, step, eta0, cfg: CapCo
       bounds: box or None (for gradient masking at faces).
 
     Returns:
-      ``(x_adv, adversarial, feasible)``: the highest-margin checked
-      adversarial iterate, else the highest-margin checked iterate, else
-      ``x``; ``adversarial`` re-evaluated by one forward pass on ``x_adv``.
+      ``(x_adv, adversarial, feasible)``: the highest-margin checked iterate
+      (the logit margin is positive exactly when misclassified, so this is the
+      most clearly adversarial iterate whenever one was), else ``x`` if no
+      iterate passed the check; ``adversarial`` is re-evaluated by one forward
+      pass on the returned ``x_adv``.
     """
-    def objective(xa):
-        logits = fn1(xa)
-        return margin(logits, y), logits
-
-    vg = jax.value_and_grad(objective, has_aux=True)
+    vg = jax.value_and_grad(lambda xa: margin(fn1(xa), y))
     ckpt = apgd_checkpoints(cfg.steps)
     lengths = _checkpoint_lengths(ckpt)
-    x0 = project(start)
     ninf = jnp.asarray(-jnp.inf, jnp.float32)
     eta0 = jnp.asarray(eta0, jnp.float32)
-    st0 = _LaneState(x0, x0, eta0, ninf, jnp.zeros(()), eta0, ninf, x, ninf, x, ninf)
+    st0 = _LaneState(start, start, eta0, ninf, jnp.zeros(()), eta0, ninf, x, ninf)
 
     def body(s: _LaneState, xs):
         k, is_ckpt, length = xs
-        (f, logits), g = vg(s.xa)
+        # The only projection of the step (one instance of it in the program).
+        xa = project(s.cand)
+        f, g = vg(xa)
         f = jnp.where(jnp.isnan(f), -jnp.inf, f)
-        ok = feasible(s.xa)
+        # Without a box the projection is exact, so iterates need no check here
+        # (the returned point is checked below); with a box it may fail.
+        ok = feasible(xa) if bounds is not None else jnp.asarray(True)
         fc = jnp.where(ok, f, -jnp.inf)
-        better_adv = ok & (jnp.argmax(logits) != y) & (f > s.adv_f)
-        adv_x = jnp.where(better_adv, s.xa, s.adv_x)
-        adv_f = jnp.where(better_adv, f, s.adv_f)
         improved = fc > s.f_max
-        x_max = jnp.where(improved, s.xa, s.x_max)
+        x_max = jnp.where(improved, xa, s.x_max)
         f_max = jnp.maximum(fc, s.f_max)
 
-        g = mask_box_gradient(g, s.xa, bounds)
+        g = mask_box_gradient(g, xa, bounds)
         n_up = s.n_up + (f > s.f_prev).astype(jnp.float32)
-        z = project(s.xa + step(g, s.eta))
+        # Heavy-ball form of APGD's momentum: one projection per step.
         a = jnp.where(k == 0, 1.0, cfg.momentum)
-        nxt = project(s.xa + a * (z - s.xa) + (1.0 - a) * (s.xa - s.xa_prev))
-        cond1 = n_up < cfg.rho * length
-        cond2 = (s.ckpt_eta == s.eta) & (s.ckpt_fmax == f_max)
-        halve = is_ckpt & (cond1 | cond2)
-        restart = halve & jnp.isfinite(f_max)
-        eta = jnp.where(halve, s.eta / 2.0, s.eta)
-        nxt = jnp.where(restart, x_max, nxt)
-        prev = jnp.where(restart, x_max, s.xa)
-        return _LaneState(
-            nxt, prev, eta, f, jnp.where(is_ckpt, 0.0, n_up),
-            jnp.where(is_ckpt, s.eta, s.ckpt_eta), jnp.where(is_ckpt, f_max, s.ckpt_fmax),
-            x_max, f_max, adv_x, adv_f,
-        ), None
+        nxt = xa + a * step(g, s.eta) + (1.0 - a) * (xa - s.xa_prev)
+
+        # APGD checkpoint: halve the step, restart from the best iterate. The
+        # predicate is a scan input shared by all lanes, so this is a real
+        # branch and ordinary steps skip its selects.
+        def at_checkpoint(ops):
+            nxt, n_up = ops
+            halve = (n_up < cfg.rho * length) | ((s.ckpt_eta == s.eta) & (s.ckpt_fmax == f_max))
+            restart = halve & jnp.isfinite(f_max)
+            return (jnp.where(restart, x_max, nxt), jnp.where(restart, x_max, xa),
+                    jnp.where(halve, s.eta / 2.0, s.eta), jnp.zeros_like(n_up), s.eta, f_max)
+
+        def ordinary(ops):
+            nxt, n_up = ops
+            return nxt, xa, s.eta, n_up, s.ckpt_eta, s.ckpt_fmax
+
+        nxt, prev, eta, n_up, ckpt_eta, ckpt_fmax = jax.lax.cond(
+            is_ckpt, at_checkpoint, ordinary, (nxt, n_up))
+        return _LaneState(nxt, prev, eta, f, n_up, ckpt_eta, ckpt_fmax, x_max, f_max), None
 
     xs = (jnp.arange(cfg.steps), jnp.asarray(ckpt), jnp.asarray(lengths))
     s, _ = jax.lax.scan(body, st0, xs)
-    found = jnp.isfinite(s.adv_f)
-    best = jnp.where(found, s.adv_x, s.x_max)
-    feas = feasible(best) & (found | jnp.isfinite(s.f_max))
+    best = s.x_max
+    feas = feasible(best) & jnp.isfinite(s.f_max)
     best = jnp.where(feas, best, x)
-    adv = feas & (jnp.argmax(fn1(best)) != y)
+    adv = feas & misclassified(fn1(best), y)
     return best, adv, feas
 
 
@@ -503,5 +635,6 @@ __all__ = [
     "constrained_lane",
     "project_cap",
     "project_cap_box",
+    "sphere_projector",
     "unit",
 ]

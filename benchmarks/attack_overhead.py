@@ -1,0 +1,199 @@
+"""Attack overhead: an attack's time over the time of its bare gradient evaluations.
+
+An attack that costs ``G`` gradient evaluations per point can never be faster
+than ``G`` batched ``value_and_grad`` calls of the model on the same batch.
+This benchmark measures how close the attacks come to that floor:
+
+    ratio = time(attack) / time(G x value_and_grad of the summed logit margin)
+
+The reference is one jitted ``lax.scan`` of ``G`` ``jax.value_and_grad`` calls
+on the whole batch, each followed by a trivial update ``x <- x + 1e-6 grad``
+(so XLA cannot drop or merge them). ``G`` is the attack's gradient count:
+
+* ``attacks.minimal_distance``: ``(1 + search_steps) * candidates * restarts
+  * steps`` (the ray refinement adds ``(1 + search_steps) * (refine_steps + 2)``
+  forward passes on top; ``refine_steps=0`` rows show what they cost);
+* ``attacks.carlini_wagner_l2`` with ``abort_early=False``:
+  ``binary_search_steps * steps`` exactly. With ``abort_early=True`` the number
+  of (batched) gradient evaluations actually run is counted separately with a
+  ``jax.debug.callback`` in an untimed run.
+
+All timings come from one process, after a warm-up call (its excess over a
+warm call is reported as the compile time), as the median of ``--repeats``
+interleaved rounds (every function once per round, so load changes on the
+shared machine hit all alike). Target: ratio <= 1.15. Besides the ratio of
+median wall times, the table gives the ratio of the fastest calls and of the
+median process CPU times (all threads): on a loaded machine the wall time of a
+call mostly measures its share of the CPU, the CPU time the work done.
+
+CW is timed with ``binary_search_steps=10`` (000 Appendix C.2) and 22 steps
+per constant, so that ``G = 220`` equals ``minimal_distance``'s default; the
+overhead per step does not depend on the number of steps. The abort-early
+count uses 10 x 100 steps (``--cw-count-steps``).
+
+    python benchmarks/attack_overhead.py            # MLP n=256, CNN n=64
+    python benchmarks/attack_overhead.py --cnn-n 256 # the CNN at full size (slow on CPU)
+    python benchmarks/attack_overhead.py --quick
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _common as C  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import attacks  # noqa: E402
+
+TARGET = 1.15
+
+
+def reference(logits_fn, G: int):
+    """Jitted ``(x, y) -> (x_G, values)``: ``G`` batched value_and_grad calls."""
+
+    @jax.jit
+    def run(x, y):
+        vg = jax.value_and_grad(lambda z: C.margin_sum(logits_fn(z), y))
+
+        def body(z, _):
+            v, g = vg(z)
+            return z + 1e-6 * g, v
+
+        return jax.lax.scan(body, x, None, length=G)
+
+    return run
+
+
+def count_cw_evaluations(logits_fn, x, y, *, bss: int, steps: int, refine_steps: int = 4) -> dict:
+    """Batched gradient evaluations CW really runs with ``abort_early=True``.
+
+    Counts calls of the per-point model inside the attack with a host
+    callback (under ``vmap`` it fires once per point and evaluation, also for
+    points whose loop already stopped while others go on, i.e. exactly the
+    work done). Subtracts the ray search (``refine_steps + 2`` forwards per
+    point) and the two batched forwards of the final re-check.
+    """
+    n = x.shape[0]
+    count = [0]
+
+    def cb(_):
+        count[0] += 1
+
+    def counted(z):
+        jax.debug.callback(cb, z.reshape(z.shape[0], -1)[:, 0])
+        return logits_fn(z)
+
+    res = attacks.carlini_wagner_l2(counted, x, y, key=jax.random.PRNGKey(0),
+                                    binary_search_steps=bss, steps=steps, abort_early=True)
+    jax.block_until_ready(res)
+    evals = (count[0] - 2) / n - (refine_steps + 2)
+    return {"gradient_evaluations_run": evals, "of_max": bss * steps,
+            "fraction": evals / (bss * steps),
+            "median_distance_abort_early": C.median(np.asarray(res.distance))}
+
+
+def bench_model(arch: str, n: int, args, key) -> dict:
+    logits_fn, info = C.mnist_model(arch)
+    x, y = C.mnist_points(logits_fn, n)
+    s, st = args.search_steps, args.steps
+    G_min = (1 + s) * 1 * 1 * st
+    G_cw = args.cw_bss * args.cw_steps
+
+    def md(norm, refine):
+        return lambda: attacks.minimal_distance(
+            logits_fn, x, y, norm=norm, key=key, search_steps=s, steps=st, refine_steps=refine)
+
+    cw = lambda: attacks.carlini_wagner_l2(  # noqa: E731
+        logits_fn, x, y, key=key, binary_search_steps=args.cw_bss, steps=args.cw_steps,
+        abort_early=False)
+    refs = {G: reference(logits_fn, G) for G in sorted({G_min, G_cw})}
+    fns = {
+        "minimal linf": md("linf", 4),
+        "minimal linf refine0": md("linf", 0),
+        "minimal l2": md("l2", 4),
+        "minimal l2 refine0": md("l2", 0),
+        "cw l2": cw,
+    }
+    for G, ref in refs.items():
+        fns[f"ref G={G}"] = functools.partial(ref, x, y)
+    print(f"[{arch}] n={n}, G(minimal)={G_min}, G(cw)={G_cw}; {C.load_string()}", flush=True)
+    T = C.time_interleaved(fns, repeats=args.repeats)
+    rows = []
+    for name in fns:
+        if name.startswith("ref"):
+            continue
+        G = G_cw if name.startswith("cw") else G_min
+        ref = T[f"ref G={G}"]
+        r = T[name].median / ref.median
+        rows.append({
+            "model": arch, "attack": name, "n": n, "G": G,
+            "attack_s": T[name].median, "reference_s": ref.median, "ratio": r,
+            "ratio_min": T[name].best / ref.best, "ratio_cpu": T[name].cpu_median / ref.cpu_median,
+            "target<=1.15": r <= TARGET, "compile_s": T[name].compile,
+            "ref_compile_s": ref.compile, "attack_timing": T[name].to_dict(),
+            "reference_timing": ref.to_dict(),
+        })
+    print(f"[{arch}] counting CW's evaluations with abort_early=True "
+          f"({args.cw_bss} x {args.cw_count_steps} steps) ...", flush=True)
+    counted = count_cw_evaluations(logits_fn, x, y, bss=args.cw_bss, steps=args.cw_count_steps)
+    return {"model": info, "n": n, "rows": rows, "cw_abort_early": counted,
+            "load_after": C.load_string()}
+
+
+def main(argv=None):
+    p = C.parser("attack_overhead", __doc__, n=256)
+    p.add_argument("--cnn-n", type=int, default=None, help="points for the CNN (default 64, to keep the run short)")
+    p.add_argument("--models", default="mlp,cnn", help="comma list of mlp, cnn")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--search-steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--cw-bss", type=int, default=10, help="CW binary_search_steps (000 App. C.2: 10)")
+    p.add_argument("--cw-steps", type=int, default=22,
+                   help="CW Adam steps per constant in the timed runs (10 x 22 = 220 = G of minimal_distance)")
+    p.add_argument("--cw-count-steps", type=int, default=100,
+                   help="CW steps per constant of the untimed abort_early=True count")
+    args = p.parse_args(argv)
+    if args.quick:
+        n = args.n or 32
+        cnn_n = args.cnn_n or 8
+        args.search_steps, args.steps, args.cw_bss, args.cw_steps, args.cw_count_steps = 3, 10, 2, 20, 20
+        args.repeats = min(args.repeats, 2)
+    else:
+        n = args.n or 256
+        cnn_n = args.cnn_n or 64
+    key = jax.random.PRNGKey(args.seed)
+    out = {"benchmark": "attack_overhead", "target_ratio": TARGET, "machine": C.machine_info(),
+           "config": {"search_steps": args.search_steps, "steps": args.steps,
+                      "cw_binary_search_steps": args.cw_bss, "cw_steps": args.cw_steps,
+                      "cw_count_steps": args.cw_count_steps,
+                      "repeats": args.repeats, "quick": args.quick}, "models": {}}
+    rows = []
+    for arch in args.models.split(","):
+        arch = arch.strip()
+        res = bench_model(arch, n if arch == "mlp" else cnn_n, args, key)
+        out["models"][arch] = res
+        rows += res["rows"]
+    out["machine_end"] = C.machine_info()
+    print()
+    C.print_table(rows, ["model", "attack", "n", "G", "attack_s", "reference_s", "ratio", "ratio_min",
+                         "ratio_cpu", "target<=1.15", "compile_s", "ref_compile_s"],
+                  title=f"Attack time / time of G batched value_and_grad calls: ratio = median wall "
+                        f"(of {args.repeats}), ratio_min = fastest call, ratio_cpu = median process CPU time")
+    for arch, res in out["models"].items():
+        c = res["cw_abort_early"]
+        print(f"{arch}: CW abort_early=True ran {c['gradient_evaluations_run']:.0f} of "
+              f"{c['of_max']} batched gradient evaluations ({100 * c['fraction']:.0f}%); "
+              f"median distance {c['median_distance_abort_early']:.4f}")
+    print(f"start: {out['machine']['loadavg_1_5_15']}, end: {out['machine_end']['loadavg_1_5_15']} "
+          f"(load average 1/5/15 min, {os.cpu_count()} cores)")
+    C.write_json(args.out, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""Adversarial sparsity speed: (point, direction) pairs per second, and the overhead
+over the plain-gradient floor.
+
+``rcurves.l2_sparsity_full`` / ``linf_sparsity_full`` on the CNN of paper
+000, Appendix C.1 (trained briefly on MNIST, cached by ``_common``), for
+points that are all measured (correct and broken at eps; the table says so).
+A run costs, in batched gradient evaluations,
+
+    G = plain_steps            (the plain attack deciding which points count, batch n)
+      + search_steps * steps   (the bisection rounds, batch n * directions),
+
+plus one verifying forward pass per lane and round. The floor is the same
+``G`` batched ``jax.value_and_grad`` calls of the summed logit margin of the
+same model on the same batch sizes, each as one jitted ``lax.scan`` with a
+trivial update (``x <- x + 1e-6 grad``), timed in the same process after a
+warm-up, interleaved with the sparsity runs (``_common.time_interleaved``):
+
+    ratio = time(sparsity) / time(floor)          target <= 1.2
+
+Also reported: what paper 004's setting (100 directions, 10 search steps, 20
+PGD steps, App. B) costs per point here, for both norms, with bounds [0, 1].
+
+    python benchmarks/sparsity_speed.py                  # n=8, 16 directions
+    python benchmarks/sparsity_speed.py --quick
+    python benchmarks/sparsity_speed.py --out results/benchmarks/sparsity_speed.json
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _common as C  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from rcurves.sparsity import fraction_measured, l2_sparsity_full, linf_sparsity_full  # noqa: E402
+
+TARGET = 1.2
+FULL = {"l2": l2_sparsity_full, "linf": linf_sparsity_full}
+
+
+def floor_fn(logits_fn, G: int):
+    """Jitted ``(x, y) -> (x_G, values)``: ``G`` batched value_and_grad calls of the margin."""
+
+    @jax.jit
+    def run(x, y):
+        vg = jax.value_and_grad(lambda z: C.margin_sum(logits_fn(z), y))
+
+        def body(z, _):
+            v, g = vg(z)
+            return z + 1e-6 * g, v
+
+        return jax.lax.scan(body, x, None, length=G)
+
+    return run
+
+
+def lanes_batch(x, y, reps: int):
+    """``x, y`` repeated ``reps`` times: the batch the search evaluates each step."""
+    return np.repeat(np.asarray(x), reps, axis=0), np.repeat(np.asarray(y), reps, axis=0)
+
+
+def bench(logits_fn, x, y, *, norm, eps, bounds, n_directions, search_steps, steps, key, repeats):
+    n = x.shape[0]
+    kw = dict(key=key, n_directions=n_directions, search_steps=search_steps, steps=steps,
+              bounds=bounds)
+    run = lambda: FULL[norm](logits_fn, x, y, eps, **kw)  # noqa: E731
+    res = run()
+    meas = int(np.asarray(res.measured).sum())
+    xl, yl = lanes_batch(x, y, n_directions)
+    floor_plain = floor_fn(logits_fn, steps)
+    floor_search = floor_fn(logits_fn, search_steps * steps)
+    floor = lambda: (floor_plain(x, y), floor_search(xl, yl))  # noqa: E731
+    T = C.time_interleaved({"sparsity": run, "floor": floor}, repeats=repeats, verbose=False)
+    s, f = T["sparsity"], T["floor"]
+    return {
+        "norm": norm, "bounds": "none" if bounds is None else f"[{bounds[0]:g}, {bounds[1]:g}]",
+        "eps": eps, "n": n, "measured": meas, "fraction_measured": fraction_measured(res),
+        "directions": n_directions, "search_steps": search_steps, "steps": steps,
+        "G": steps + search_steps * steps, "lanes": n * n_directions,
+        "sparsity_s": s.median, "floor_s": f.median, "ratio": s.median / f.median,
+        "ratio_min": s.best / f.best, "ratio_cpu": s.cpu_median / f.cpu_median,
+        "pairs_per_s": meas * n_directions / s.median, "compile_s": s.compile,
+        f"target<={TARGET}": s.median / f.median <= TARGET,
+        "mean_sparsity": float(np.nanmean(np.asarray(res.per_point))) if meas else float("nan"),
+        "found_fraction": (float(np.asarray(res.found)[np.asarray(res.measured)].mean())
+                           if meas else float("nan")),
+        "sparsity_timing": s.to_dict(), "floor_timing": f.to_dict(),
+    }
+
+
+def _prime_model_init():
+    """Build ``rcurves.models``' cached initialiser outside any trace.
+
+    (``_common.mnist_model`` first calls ``init_params`` under ``eval_shape``;
+    with the initialiser cached per config, building it there leaks a tracer.
+    Calling it once at top level first avoids that.)
+    """
+    from rcurves.models import ModelConfig, init_params
+
+    init_params(ModelConfig(arch="cnn", input_shape=(28, 28, 1), n_classes=10,
+                            hidden=C.ARCH_HIDDEN.get("cnn", (256, 256))), jax.random.PRNGKey(0))
+
+
+def main(argv=None):
+    p = C.parser("sparsity_speed", __doc__, n=8)
+    p.add_argument("--directions", type=int, default=16)
+    p.add_argument("--search-steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--eps-l2", type=float, default=2.0)
+    p.add_argument("--eps-linf", type=float, default=0.1)
+    p.add_argument("--paper-n", type=int, default=2, help="points for the paper-setting timing (0: skip)")
+    args = p.parse_args(argv)
+    n = args.n or (4 if args.quick else 8)
+    D = 4 if args.quick else args.directions
+    R = 4 if args.quick else args.search_steps
+    S = 5 if args.quick else args.steps
+    repeats = 1 if args.quick else args.repeats
+    key = jax.random.PRNGKey(args.seed)
+
+    _prime_model_init()
+    logits_fn, info = C.mnist_model("cnn")
+    x, y = C.mnist_points(logits_fn, n)
+    x, y = np.asarray(x), np.asarray(y)
+    print(f"CNN (000 App. C.1), n={n}, directions={D}, search_steps={R}, steps={S}; {C.load_string()}",
+          flush=True)
+    rows = []
+    for norm, eps in (("l2", args.eps_l2), ("linf", args.eps_linf)):
+        for bounds in (None, (0.0, 1.0)):
+            print(f"  {norm} bounds={bounds} ...", flush=True)
+            rows.append(bench(logits_fn, x, y, norm=norm, eps=eps, bounds=bounds, n_directions=D,
+                              search_steps=R, steps=S, key=key, repeats=repeats))
+    C.print_table(rows, ["norm", "bounds", "measured", "lanes", "G", "sparsity_s", "floor_s",
+                         "ratio", "ratio_cpu", "pairs_per_s", "compile_s", "mean_sparsity"],
+                  title=f"sparsity vs plain-gradient floor (target ratio <= {TARGET})")
+
+    paper = []
+    pn = 0 if args.quick else args.paper_n
+    if pn:
+        xp, yp = x[:pn], y[:pn]
+        for norm, eps in (("l2", args.eps_l2), ("linf", args.eps_linf)):
+            kw = dict(key=key, n_directions=100, search_steps=10, steps=20, bounds=(0.0, 1.0))
+            f = lambda: FULL[norm](logits_fn, xp, yp, eps, **kw)  # noqa: B023, E731
+            first, res = C.timed(f)
+            t, _ = C.timed(f)
+            paper.append({"norm": norm, "eps": eps, "points": pn,
+                          "measured": int(np.asarray(res.measured).sum()),
+                          "seconds_per_point": t / pn, "first_call_s": first,
+                          "gradient_evaluations_per_point": 100 * 10 * 20 + 20,
+                          "mean_sparsity": float(np.nanmean(np.asarray(res.per_point)))})
+        C.print_table(paper, ["norm", "eps", "points", "measured", "seconds_per_point",
+                              "gradient_evaluations_per_point", "mean_sparsity"],
+                      title="paper 004 setting (100 directions x 10 search steps x 20 PGD steps), "
+                            "bounds [0, 1]")
+
+    C.write_json(args.out, {
+        "benchmark": "sparsity_speed", "target_ratio": TARGET, "model": info,
+        "machine": C.machine_info(), "config": vars(args) | {"n": n, "directions": D,
+                                                          "search_steps": R, "steps": S},
+        "rows": rows, "paper_setting": paper,
+    })
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,4 @@
+"""``python -m rcurves ...`` is the ``rcurves`` command."""
+from rcurves.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,186 @@
+"""Chunked, atomic, resumable per-point runs."""
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import attacks
+from _models import exact_multiclass, multiclass_linear
+from rcurves.runner import (
+    DistanceConfig,
+    RunnerError,
+    chunk_path,
+    load_result,
+    make_distance_fn,
+    point_keys,
+    run_chunked,
+)
+
+KEY = jax.random.PRNGKey(5)
+
+
+class Killed(Exception):
+    pass
+
+
+def key_fn(calls):
+    """A per-point function of the key only (plus x): records the chunks it was called on."""
+
+    def fn(x, y, keys):
+        calls.append(np.asarray(x[:, 0]).copy())
+        u = jax.vmap(lambda k: jax.random.uniform(k))(keys)
+        return {"u": np.asarray(u), "x0": np.asarray(x[:, 0]), "y": np.asarray(y)}
+
+    return fn
+
+
+def data(n=23, d=3):
+    rng = np.random.default_rng(0)
+    return rng.random((n, d)).astype(np.float32), rng.integers(0, 3, n)
+
+
+def test_results_do_not_depend_on_the_chunk_size(tmp_path):
+    x, y = data()
+    res = [run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(tmp_path / f"c{c}"), config={"a": 1},
+                       chunk_size=c, progress=False) for c in (1, 5, 23, 64)]
+    for r in res[1:]:
+        for k in r:
+            np.testing.assert_array_equal(r[k], res[0][k])
+    np.testing.assert_array_equal(res[0]["x0"], x[:, 0])
+    np.testing.assert_array_equal(res[0]["y"], y)
+    # point i used fold_in(key, i), like attacks.checks.check_key for a single key
+    expect = jax.vmap(lambda k: jax.random.uniform(k))(attacks.checks.check_key(KEY, len(x)))
+    np.testing.assert_array_equal(res[0]["u"], np.asarray(expect))
+
+
+def test_an_interrupted_run_resumes_without_recomputing_and_gives_identical_results(tmp_path):
+    x, y = data()
+    full = run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(tmp_path / "full"), config={"a": 1},
+                       chunk_size=5, progress=False)
+    out = str(tmp_path / "run")
+    calls = []
+    inner = key_fn(calls)
+
+    def dies_after_two(x_, y_, k_):
+        if len(calls) == 2:
+            raise Killed
+        return inner(x_, y_, k_)
+
+    with pytest.raises(Killed):
+        run_chunked(dies_after_two, x, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, progress=False)
+    assert sorted(f for f in os.listdir(out) if f.startswith("chunk_")) == ["chunk_000000.npz", "chunk_000001.npz"]
+    assert not os.path.exists(os.path.join(out, "result.npz"))
+    calls.clear()
+    res = run_chunked(inner, x, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, resume=True,
+                      progress=False)
+    assert len(calls) == 3                                  # chunks 2, 3, 4 only
+    np.testing.assert_array_equal(calls[0], x[10:15, 0])
+    for k in full:
+        np.testing.assert_array_equal(res[k], full[k])
+        np.testing.assert_array_equal(load_result(out)[k], full[k])
+
+
+def test_resume_refuses_a_different_configuration_data_or_chunking(tmp_path):
+    x, y = data()
+    out = str(tmp_path / "run")
+    run_chunked(key_fn([]), x, y, key=KEY, out_dir=out, config={"eps": 1}, chunk_size=5, progress=False)
+    with pytest.raises(RunnerError, match="config field 'eps'"):
+        run_chunked(key_fn([]), x, y, key=KEY, out_dir=out, config={"eps": 2}, chunk_size=5, resume=True,
+                    progress=False)
+    x2 = x.copy()
+    x2[3, 1] += 0.25
+    with pytest.raises(RunnerError, match="data differs"):
+        run_chunked(key_fn([]), x2, y, key=KEY, out_dir=out, config={"eps": 1}, chunk_size=5, resume=True,
+                    progress=False)
+    with pytest.raises(RunnerError, match="chunk_size"):
+        run_chunked(key_fn([]), x, y, key=KEY, out_dir=out, config={"eps": 1}, chunk_size=4, resume=True,
+                    progress=False)
+    with pytest.raises(RunnerError, match="key"):
+        run_chunked(key_fn([]), x, y, key=jax.random.PRNGKey(6), out_dir=out, config={"eps": 1}, chunk_size=5,
+                    resume=True, progress=False)
+    # the refused attempts left the finished run intact
+    assert json.load(open(os.path.join(out, "manifest.json")))["config"] == {"eps": 1}
+    assert len([f for f in os.listdir(out) if f.startswith("chunk_")]) == 5
+
+
+def test_restart_policy_and_fresh_runs(tmp_path):
+    x, y = data()
+    out = str(tmp_path / "run")
+    run_chunked(key_fn([]), x, y, key=KEY, out_dir=out, config={"eps": 1}, chunk_size=5, progress=False)
+    calls = []
+    run_chunked(key_fn(calls), x, y, key=KEY, out_dir=out, config={"eps": 2}, chunk_size=5, resume=True,
+                on_mismatch="restart", progress=False)
+    assert len(calls) == 5 and json.load(open(os.path.join(out, "manifest.json")))["config"] == {"eps": 2}
+    calls.clear()
+    run_chunked(key_fn(calls), x, y, key=KEY, out_dir=out, config={"eps": 2}, chunk_size=5, resume=True,
+                on_mismatch="restart", progress=False)
+    assert calls == []                                      # a matching finished run is reused whole
+    run_chunked(key_fn(calls), x, y, key=KEY, out_dir=out, config={"eps": 2}, chunk_size=5, progress=False)
+    assert len(calls) == 5                                  # without resume everything is recomputed
+
+
+def test_a_damaged_chunk_is_recomputed(tmp_path):
+    x, y = data()
+    out = str(tmp_path / "run")
+    full = run_chunked(key_fn([]), x, y, key=KEY, out_dir=out, config={}, chunk_size=5, progress=False)
+    with open(chunk_path(out, 2), "wb") as f:
+        f.write(b"PK\x03\x04 truncated")
+    calls = []
+    res = run_chunked(key_fn(calls), x, y, key=KEY, out_dir=out, config={}, chunk_size=5, resume=True,
+                      progress=False)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(res["u"], full["u"])
+
+
+def test_the_last_chunk_is_padded_to_a_fixed_shape(tmp_path):
+    x, y = data(n=12)
+    shapes = []
+
+    def fn(xc, yc, kc):
+        shapes.append(xc.shape)
+        return {"s": np.asarray(jnp.sum(xc, axis=1))}
+
+    res = run_chunked(fn, x, y, key=KEY, out_dir=str(tmp_path), config={}, chunk_size=5, progress=False)
+    assert shapes == [(5, 3)] * 3
+    np.testing.assert_allclose(res["s"], x.sum(1), rtol=1e-6)
+
+
+def test_point_keys_are_fold_in_of_the_global_index():
+    k = point_keys(KEY, [0, 7, 2])
+    assert np.array_equal(np.asarray(k[1]), np.asarray(jax.random.fold_in(KEY, 7)))
+
+
+def test_distances_of_a_linear_model_bound_the_exact_ones_from_above(tmp_path):
+    """Every distance is a verified adversarial: >= the exact distance, and close to it."""
+    rng = np.random.default_rng(2)
+    W, b = rng.normal(size=(3, 6)), rng.normal(size=3) * 0.1
+    f = multiclass_linear(W, b)
+    x = rng.random((20, 6)).astype(np.float32) * 0.5 + 0.25
+    y = np.asarray(np.argmax(x @ W.T + b, axis=1))
+    y[:2] = (y[:2] + 1) % 3                                 # two misclassified points -> 0
+    for cfg in (DistanceConfig(norm="linf", search_steps=6, steps=10, bounds=None, eps_max=2.0),
+                DistanceConfig(norm="l2", search_steps=6, steps=10, bounds=None, eps_max=4.0, cw=True,
+                               cw_binary_search_steps=3, cw_steps=20)):
+        res = run_chunked(make_distance_fn(f, cfg), x, y, key=KEY, out_dir=str(tmp_path / cfg.norm),
+                          config=cfg.to_dict(), chunk_size=8, progress=False)
+        exact = exact_multiclass(W, b, x, y, cfg.norm)
+        d = res["distance"]
+        assert np.all(d[:2] == 0)
+        assert np.all(d >= exact * (1 - 1e-5))
+        assert np.median(d[2:] / exact[2:]) < 1.02
+        expect = res["pgd"] if not cfg.cw else np.minimum(res["pgd"], res["cw"])
+        np.testing.assert_array_equal(d, expect)
+
+
+def test_distance_config_validation():
+    with pytest.raises(ValueError, match="cw"):
+        DistanceConfig(norm="linf", cw=True)
+    with pytest.raises(ValueError, match="norm"):
+        DistanceConfig(norm="l3")
+    with pytest.raises(ValueError, match="steps"):
+        DistanceConfig(steps=0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        run_chunked(key_fn([]), *data(), key=KEY, out_dir="/tmp/unused-rcurves", config={}, chunk_size=0)
