@@ -143,7 +143,7 @@ def carlini_wagner_l2(
     key,
     binary_search_steps: int = 9,
     steps: int = 100,
-    lr: float = 0.01,
+    lr: float = 0.1,
     confidence: float = 0.0,
     bounds: Optional[Tuple[float, float]] = (0.0, 1.0),
     initial_const: float = 1e-3,
@@ -161,6 +161,10 @@ def carlini_wagner_l2(
         (000 appendix C.2 uses 10).
       steps: Adam steps per round (an upper bound with ``abort_early``).
       lr: Adam learning rate (in tanh space when bounded, input units otherwise).
+        The default 0.1 is 10x CW's original: with 0.01, pixels sitting at
+        exactly 0 or 1 (most of MNIST) start deep in tanh saturation and 100
+        Adam steps cannot move them — on an MNIST MLP 0.01 broke 69% of points
+        where 0.1 broke 100% (9 x 100 steps).
       confidence: kappa, the required logit margin.
       bounds: ``(lo, hi)`` (tanh reparametrisation) or None (plain delta).
       initial_const: first ``c``.
