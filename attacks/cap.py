@@ -89,6 +89,7 @@ from attacks.losses import margin
 from attacks.norms import clip_box, l2_norm, step_l2
 
 _TINY = 1e-30
+_UNROLL = 8  # sphere-box passes up to this count are unrolled
 _ANGLE_TOL = 1e-6  # radians: float32 resolution of an angle, the cap's tolerance in projections
 
 
@@ -157,39 +158,42 @@ def unit(u: jax.Array) -> jax.Array:
 
 def cap_angle(delta: jax.Array, u_hat: jax.Array) -> jax.Array:
     """``angle(delta, u)`` in ``[0, pi]`` via atan2 (accurate near 0 and pi); 0 for delta = 0."""
-    d = delta.reshape(-1)
-    uh = u_hat.reshape(-1)
-    a = _dot(d, uh)
-    p = d - a * uh
+    a = _dot(delta, u_hat)
+    p = delta - a * u_hat
     return jnp.arctan2(l2_norm(p), a)
 
 
 def _orthogonal(uh: jax.Array) -> jax.Array:
-    """A fixed unit vector orthogonal to the unit vector ``uh`` (needs d >= 2).
+    """A fixed unit vector orthogonal to the unit vector ``uh`` (any shape, >= 2 entries).
 
-    ``e_j - uh_j uh`` with ``j = 0`` unless ``|uh_0| > 0.7``, then ``j = 1``
-    (``uh_0^2 + uh_1^2 <= 1``, so ``1 - uh_j^2 >= 0.5``).
+    ``e_j - uh_j uh`` with ``j = 0`` (the first entry) unless ``|uh_0| > 0.7``,
+    then ``j = 1`` (``uh_0^2 + uh_1^2 <= 1``, so ``1 - uh_j^2 >= 0.5``).
     """
-    j = jnp.where(jnp.abs(uh[0]) > 0.7, 1, 0)
-    e = (jnp.arange(uh.shape[0]) == j).astype(uh.dtype)
-    v = e - uh[j] * uh
-    return v / jnp.maximum(l2_norm(v), _TINY)
+    flat = uh.reshape(-1)
+    j = jnp.where(jnp.abs(flat[0]) > 0.7, 1, 0)
+    e = (jnp.arange(flat.shape[0]) == j).astype(uh.dtype)
+    v = e - flat[j] * flat
+    return (v / jnp.maximum(l2_norm(v), _TINY)).reshape(uh.shape)
 
 
-def _project_cap_flat(zf, uh, eps, alpha, cos_a, sin_a, orth):
-    """:func:`project_cap` on flat vectors: unit ``uh``, ``cos/sin(alpha)`` and a unit
-    ``orth`` orthogonal to ``uh`` (used when ``z`` is parallel to ``u``) precomputed.
+def _project_cap_pre(zf, uh, eps, alpha, cos_a, sin_a, orth):
+    """:func:`project_cap` with a unit ``uh``, ``cos/sin(alpha)`` and a unit ``orth``
+    orthogonal to ``uh`` (used when ``z`` is parallel to ``u``) precomputed.
 
-    A few passes over ``z``: ``a = z.u``, ``p = z - a u`` (twice, so that ``p``
-    is orthogonal to ``u`` to float precision even when ``z`` is nearly
-    parallel to ``u``), ``||p||``, the result.
+    Works on the arrays' own shape (no flattening: a reshape of a vmapped
+    gradient can cost XLA:CPU a layout copy every step).
+
+    Two reduction passes and one output pass: ``a = z.u``; then, over
+    ``p = z - a u``, both ``c = p.u`` (float rounding leaves ``p`` slightly off
+    orthogonal, which matters when ``z`` is nearly parallel to ``u``) and
+    ``p.p``; the orthogonal part is ``p - c u``, of squared norm
+    ``p.p - c^2``, folded into the output's coefficients.
     """
     a = _dot(zf, uh)
     p = zf - a * uh
     c = _dot(p, uh)
-    p = p - c * uh
-    a = a + c
-    pn = l2_norm(p)
+    pn = jnp.sqrt(jnp.maximum(_dot(p, p) - c * c, 0.0))  # || p - c u ||
+    a = a + c                                              # z = a u + (p - c u)
     zn = jnp.sqrt(a * a + pn * pn)
     inside = jnp.arctan2(pn, a) <= alpha  # phi <= alpha: theta = phi, the point is eps z/||z||
     use_p = pn > 1e-12 * jnp.maximum(jnp.abs(a), pn)
@@ -198,8 +202,9 @@ def _project_cap_flat(zf, uh, eps, alpha, cos_a, sin_a, orth):
     coef_u = jnp.where(inside, a / jnp.maximum(zn, _TINY), cos_a)
     coef_o = jnp.where(inside | use_p, 0.0, sin_a)
     coef_u = jnp.where(zn > 0, coef_u, 1.0)  # z = 0: the cap centre
-    # s = coef_u u + coef_p p + coef_o orth is a unit vector (u, p, orth orthogonal).
-    return eps * (coef_u * uh + coef_p * p + coef_o * orth)
+    # s = coef_u u + coef_p (p - c u) + coef_o orth is a unit vector (u, p - c u
+    # and orth are orthogonal).
+    return eps * ((coef_u - coef_p * c) * uh + coef_p * p + coef_o * orth)
 
 
 def project_cap(z: jax.Array, u: jax.Array, eps, alpha) -> jax.Array:
@@ -217,9 +222,8 @@ def project_cap(z: jax.Array, u: jax.Array, eps, alpha) -> jax.Array:
       ``eps (cos(alpha) u_hat + sin(alpha) p / ||p||)``; ``eps u_hat`` for
       ``z = 0``. Correct for ``z . u < 0`` and ``alpha >= pi/2``.
     """
-    uh = unit(u.reshape(-1))
-    out = _project_cap_flat(z.reshape(-1), uh, eps, alpha, jnp.cos(alpha), jnp.sin(alpha), _orthogonal(uh))
-    return out.reshape(z.shape)
+    uh = unit(u)
+    return _project_cap_pre(z, uh, eps, alpha, jnp.cos(alpha), jnp.sin(alpha), _orthogonal(uh))
 
 
 def _sphere_box(w, lower, upper, eps, max_iter: int):
@@ -232,6 +236,10 @@ def _sphere_box(w, lower, upper, eps, max_iter: int):
     few). Needs ``lower <= 0 <= upper``. When even the far corner of the box
     is inside the ball, ``t = inf`` and the corner is returned (norm < eps;
     the caller's check rejects it).
+
+    Returns:
+      ``(d, converged)``: ``converged`` certifies ``||d|| = eps`` (the active
+      set stopped changing and ``t`` is finite).
     """
     face = jnp.where(w > 0, upper, jnp.where(w < 0, lower, 0.0))
     sat_t = jnp.where(w != 0, face / jnp.where(w != 0, w, 1.0), jnp.inf)
@@ -248,9 +256,6 @@ def _sphere_box(w, lower, upper, eps, max_iter: int):
     sat0 = sat_t <= 0.0
     init = (solve(sat0), jnp.sum(sat0), jnp.asarray(False), jnp.asarray(0))
 
-    def cond(st):
-        return (~st[2]) & (st[3] < max_iter)
-
     def body(st):
         t, c_used, _, it = st
         sat = sat_t <= t
@@ -258,15 +263,28 @@ def _sphere_box(w, lower, upper, eps, max_iter: int):
         done = c == c_used
         return jnp.where(done, t, solve(sat)), c, done, it + 1
 
-    t, _, _, _ = jax.lax.while_loop(cond, body, init)
-    return jnp.where(sat_t <= t, face, t * w)
+    if max_iter <= _UNROLL:
+        # A few passes, unrolled: no loop control, and XLA fuses across them.
+        st = init
+        for _ in range(max_iter):
+            st = body(st)
+    else:
+        st = jax.lax.while_loop(lambda st: (~st[2]) & (st[3] < max_iter), body, init)
+    t, done = st[0], st[2]
+    return jnp.where(sat_t <= t, face, t * w), done & jnp.isfinite(t)
 
 
-def _cap_box_flat(uh, eps, alpha, lo, hi, box_iters: int, tau_iters: int) -> Callable:
-    """Flat ``z -> d`` for :func:`project_cap_box`, with what does not depend on
-    ``z`` (the cap-centre end ``d(u)`` and its excess angle) computed once."""
+def _cap_box_projector(uh, eps, alpha, lo, hi, box_iters: int, tau_iters: int) -> Callable:
+    """``z -> (d, ok)`` for :func:`project_cap_box` (any shape), with what does not
+    depend on ``z`` (the cap-centre end ``d(u)`` and its excess angle) computed once.
+
+    ``ok`` is the projection's own certificate that ``d`` is on the sphere
+    (converged sphere-box solve) and in the cap (its angle, as computed for the
+    root finding, within ``_ANGLE_TOL``): the attack keeps iterates on it,
+    and checks the point it returns independently.
+    """
     orth = _orthogonal(uh)
-    d1 = _sphere_box(uh, lo, hi, eps, box_iters)
+    d1, ok1 = _sphere_box(uh, lo, hi, eps, box_iters)
 
     def excess(d):  # the angle, not the cosine: accurate for small alpha
         return cap_angle(d, uh) - alpha
@@ -290,20 +308,20 @@ def _cap_box_flat(uh, eps, alpha, lo, hi, box_iters: int, tau_iters: int) -> Cal
         def solve(theta):
             return _sphere_box(jnp.cos(theta) * zh + jnp.sin(theta) * e, lo, hi, eps, box_iters)
 
-        d0 = solve(0.0)
+        d0, ok0 = solve(0.0)
         h0 = excess(d0)
 
         # Illinois (modified regula falsi) on theta -> angle(d(theta), u) - alpha,
         # decreasing: keeps a bracket [a, b] with h(a) > 0 >= h(b) and returns
         # d(b), which satisfies the cap.
         def step(_, st):
-            a, ha, b, hb, db, side = st
+            a, ha, b, hb, db, okb, side = st
             w = b - a
             t = b - hb * w / jnp.minimum(hb - ha, -_TINY)
             # Safeguard: stay 1% of the bracket away from its ends, so that a
             # root sitting at an end (h = +1e-8 there, say) is still approached fast.
             t = jnp.clip(jnp.where(jnp.isfinite(t), t, a + 0.5 * w), a + 0.01 * w, b - 0.01 * w)
-            dt = solve(t)
+            dt, okt = solve(t)
             ht = excess(dt)
             good = ht <= _ANGLE_TOL
             # Halve the value kept at the end that survives twice in a row.
@@ -312,11 +330,15 @@ def _cap_box_flat(uh, eps, alpha, lo, hi, box_iters: int, tau_iters: int) -> Cal
             a, ha = jnp.where(good, a, t), jnp.where(good, ha, ht)
             b, hb = jnp.where(good, t, b), jnp.where(good, ht, hb)
             db = jnp.where(good, dt, db)
-            return a, ha, b, hb, db, jnp.where(good, 1, -1)
+            okb = jnp.where(good, okt, okb)
+            return a, ha, b, hb, db, okb, jnp.where(good, 1, -1)
 
-        st = (jnp.zeros(()), h0, phi, h1, d1, jnp.asarray(0))
-        st = jax.lax.fori_loop(0, tau_iters, step, st)
-        return jnp.where(h0 <= _ANGLE_TOL, d0, st[4])
+        st = (jnp.zeros(()), h0, phi, h1, d1, ok1, jnp.asarray(0))
+        _, _, _, hb, db, okb, _ = jax.lax.fori_loop(0, tau_iters, step, st)
+        inside0 = h0 <= _ANGLE_TOL
+        d = jnp.where(inside0, d0, db)
+        ok = jnp.where(inside0, ok0, okb & (hb <= _ANGLE_TOL))
+        return d, ok
 
     return project
 
@@ -340,9 +362,7 @@ def project_cap_box(z, u, eps, alpha, lower, upper, *, box_iters: int = 32, tau_
     Returns:
       The projected perturbation, shape of ``z``.
     """
-    proj = _cap_box_flat(unit(u.reshape(-1)), eps, alpha, lower.reshape(-1), upper.reshape(-1),
-                         box_iters, tau_iters)
-    return proj(z.reshape(-1)).reshape(z.shape)
+    return _cap_box_projector(unit(u), eps, alpha, lower, upper, box_iters, tau_iters)(z)[0]
 
 
 def cap_feasible(x_adv, x, u_hat, eps, alpha, bounds, rtol):
@@ -361,21 +381,24 @@ def cap_feasible(x_adv, x, u_hat, eps, alpha, bounds, rtol):
 
 
 def cap_projector(x, u_hat, eps, alpha, bounds, cfg: CapConfig) -> Callable:
-    """``x_candidate -> x_adv``: projection in input space for one lane."""
+    """``x_candidate -> x_adv``: projection in input space for one lane.
+
+    With bounds it returns ``(x_adv, ok)``, ``ok`` the projection's certificate
+    (see ``_cap_box_projector``).
+    """
     if bounds is None:
-        uh = u_hat.reshape(-1)
-        ca, sa, orth = jnp.cos(alpha), jnp.sin(alpha), _orthogonal(uh)
+        ca, sa, orth = jnp.cos(alpha), jnp.sin(alpha), _orthogonal(u_hat)
 
         def proj(xa):
-            d = _project_cap_flat((xa - x).reshape(-1), uh, eps, alpha, ca, sa, orth)
-            return x + d.reshape(x.shape)
+            return x + _project_cap_pre(xa - x, u_hat, eps, alpha, ca, sa, orth)
 
         return proj
-    flat = _cap_box_flat(u_hat.reshape(-1), eps, alpha, (bounds[0] - x).reshape(-1),
-                         (bounds[1] - x).reshape(-1), cfg.box_iters, cfg.tau_iters)
+    project = _cap_box_projector(u_hat, eps, alpha, bounds[0] - x, bounds[1] - x,
+                                 cfg.box_iters, cfg.tau_iters)
 
     def proj_box(xa):
-        return clip_box(x + flat((xa - x).reshape(-1)).reshape(x.shape), bounds)
+        d, ok = project(xa - x)
+        return clip_box(x + d, bounds), ok
 
     return proj_box
 
@@ -384,7 +407,7 @@ def sphere_projector(x, eps, bounds, cfg: CapConfig) -> Callable:
     """``x_candidate -> x_adv`` onto the eps-sphere (n box): the cap with ``alpha = pi``.
 
     ``x + eps z/||z||`` without bounds; with bounds the sphere-box step of
-    :func:`project_cap_box` alone (no cap, so no bisection). ``z = 0`` maps
+    :func:`project_cap_box` alone (no cap, so no root finding). ``z = 0`` maps
     to ``x`` (no direction to choose; the check rejects it for eps > 0).
     """
     if bounds is None:
@@ -392,14 +415,14 @@ def sphere_projector(x, eps, bounds, cfg: CapConfig) -> Callable:
             z = xa - x
             return x + eps * z / jnp.maximum(l2_norm(z), _TINY)
         return proj
-    lower = (bounds[0] - x).reshape(-1)
-    upper = (bounds[1] - x).reshape(-1)
+    lower = bounds[0] - x
+    upper = bounds[1] - x
 
     def proj_box(xa):
-        z = (xa - x).reshape(-1)
+        z = xa - x
         zh = z / jnp.maximum(l2_norm(z), _TINY)
-        d = _sphere_box(zh, lower, upper, eps, cfg.box_iters)
-        return clip_box(x + d.reshape(x.shape), bounds)
+        d, _ = _sphere_box(zh, lower, upper, eps, cfg.box_iters)
+        return clip_box(x + d, bounds)
 
     return proj_box
 
@@ -435,8 +458,11 @@ def constrained_lane(fn1, x, y, start, project, feasible, step, eta0, cfg: CapCo
       fn1: logits of one input ``(*shape) -> (K,)``.
       x: clean input; y: label ``()``.
       start: starting point in input space (projected first).
-      project: ``x_candidate -> x_adv`` onto the constraint set.
-      feasible: ``x_adv -> bool``, the check of every constraint.
+      project: ``x_candidate -> x_adv`` onto the constraint set, or
+        ``-> (x_adv, ok)`` with its own certificate ``ok`` of feasibility.
+      feasible: ``x_adv -> bool``, the check of every constraint (applied to
+        every iterate when there are bounds and no certificate, and always to
+        the returned point).
       step: ``(grad, size) -> displacement`` (steepest ascent of the norm).
       eta0: initial step size ``()``.
       cfg: :class:`CapConfig` (steps, momentum, rho).
@@ -460,11 +486,14 @@ def constrained_lane(fn1, x, y, start, project, feasible, step, eta0, cfg: CapCo
         k, is_ckpt, length = xs
         # The only projection of the step (one instance of it in the program).
         xa = project(s.cand)
+        if isinstance(xa, tuple):  # the projection certifies its own output
+            xa, ok = xa
+        else:
+            # Without a box the projection is exact, so iterates need no check
+            # here (the returned point is checked below); with one, check.
+            ok = feasible(xa) if bounds is not None else jnp.asarray(True)
         f, g = vg(xa)
         f = jnp.where(jnp.isnan(f), -jnp.inf, f)
-        # Without a box the projection is exact, so iterates need no check here
-        # (the returned point is checked below); with a box it may fail.
-        ok = feasible(xa) if bounds is not None else jnp.asarray(True)
         fc = jnp.where(ok, f, -jnp.inf)
         improved = fc > s.f_max
         x_max = jnp.where(improved, xa, s.x_max)
