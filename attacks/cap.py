@@ -55,15 +55,16 @@ or an infeasible one that **the constraint check reports**.
 
 **All constraints at once.** With a box, every iterate is the projection
 above, put into the box by a clip in input space (a change of at most a few
-ulps; it makes ``lo <= x_adv <= hi`` hold exactly), then *checked*:
-``| ||x_adv - x|| - eps | <= rtol eps`` and ``angle(x_adv - x, u) <= alpha +
-rtol`` (radians) and inside the box; only checked iterates are kept. Without
-a box the projection is exact, so every iterate is feasible up to float
-rounding. In both cases the returned point is checked again; a lane that
-never kept an iterate returns ``x`` itself (distance 0, clearly not on the
-sphere) with ``feasible = False`` (:func:`cap_pgd_result`), and a returned
-point counts as adversarial only if it is feasible and re-evaluated as
-misclassified.
+ulps; it makes ``lo <= x_adv <= hi`` hold exactly); the projection certifies
+its output (converged sphere-box solve, angle within 1e-6 rad of the cap) and
+only certified iterates are kept. Without a box the projection is exact, so
+every iterate is feasible up to float rounding. In both cases the returned
+point is then *checked* on its own: ``| ||x_adv - x|| - eps | <= rtol eps``,
+``angle(x_adv - x, u) <= alpha + rtol`` (radians) and, with a box,
+``lo <= x_adv <= hi``. A lane whose point fails (or that never kept an
+iterate) returns ``x`` itself (distance 0, clearly not on the sphere) with
+``feasible = False`` (:func:`cap_pgd_result`), and a returned point counts as
+adversarial only if it is feasible and re-evaluated as misclassified.
 
 The attack is APGD-style projected gradient ascent of the logit margin
 (Croce & Hein 2020: step ``2 eps``, momentum 0.75 in heavy-ball form so that
@@ -89,7 +90,6 @@ from attacks.losses import margin
 from attacks.norms import clip_box, l2_norm, step_l2
 
 _TINY = 1e-30
-_UNROLL = 8  # sphere-box passes up to this count are unrolled
 _ANGLE_TOL = 1e-6  # radians: float32 resolution of an angle, the cap's tolerance in projections
 
 
@@ -263,13 +263,7 @@ def _sphere_box(w, lower, upper, eps, max_iter: int):
         done = c == c_used
         return jnp.where(done, t, solve(sat)), c, done, it + 1
 
-    if max_iter <= _UNROLL:
-        # A few passes, unrolled: no loop control, and XLA fuses across them.
-        st = init
-        for _ in range(max_iter):
-            st = body(st)
-    else:
-        st = jax.lax.while_loop(lambda st: (~st[2]) & (st[3] < max_iter), body, init)
+    st = jax.lax.while_loop(lambda st: (~st[2]) & (st[3] < max_iter), body, init)
     t, done = st[0], st[2]
     return jnp.where(sat_t <= t, face, t * w), done & jnp.isfinite(t)
 

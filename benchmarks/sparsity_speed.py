@@ -92,19 +92,6 @@ def bench(logits_fn, x, y, *, norm, eps, bounds, n_directions, search_steps, ste
     }
 
 
-def _prime_model_init():
-    """Build ``rcurves.models``' cached initialiser outside any trace.
-
-    (``_common.mnist_model`` first calls ``init_params`` under ``eval_shape``;
-    with the initialiser cached per config, building it there leaks a tracer.
-    Calling it once at top level first avoids that.)
-    """
-    from rcurves.models import ModelConfig, init_params
-
-    init_params(ModelConfig(arch="cnn", input_shape=(28, 28, 1), n_classes=10,
-                            hidden=C.ARCH_HIDDEN.get("cnn", (256, 256))), jax.random.PRNGKey(0))
-
-
 def main(argv=None):
     p = C.parser("sparsity_speed", __doc__, n=8)
     p.add_argument("--directions", type=int, default=16)
@@ -125,7 +112,6 @@ def main(argv=None):
     repeats = 1 if args.quick else args.repeats
     key = jax.random.PRNGKey(args.seed)
 
-    _prime_model_init()
     logits_fn, info = C.mnist_model("cnn")
     x, y = C.mnist_points(logits_fn, n)
     x, y = np.asarray(x), np.asarray(y)

@@ -53,6 +53,17 @@ fewer PGD steps (a weaker oracle biases sparsity upwards). ``candidates > 1``
 tests several parameters per round (n-ary search, App. B.2): the bracket
 shrinks by ``candidates + 1`` per round at ``candidates`` times the cost.
 
+**API.** :func:`l2_sparsity` / :func:`linf_sparsity` return the ``(n,)``
+array of the design (mean over directions, ``nan`` where not measured);
+:func:`l2_sparsity_full` / :func:`linf_sparsity_full` return the
+:class:`SparsityResult` it comes from (per-direction values, ``found``,
+standard errors, ``measured``, ``reason``; ``.mean_angle`` / ``.mean_m``
+alias ``.per_point``), and :func:`sparsity_summary` the numbers of a table
+row. Measured points are searched in chunks of ``batch_points`` (default:
+their count rounded up to a power of two, padded), one compilation per
+chunk size; a point's random draws depend only on its key, not on the
+chunking.
+
 **Exact answers** for a linear classifier (:func:`linear_l2_sparsity`,
 :func:`linear_linf_sparsity`) and the theory of App. E
 (:func:`expected_l2_sparsity`, :func:`expected_linf_sparsity`,
