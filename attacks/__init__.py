@@ -4,7 +4,7 @@ Depends on nothing of ``rcurves``. Every public function takes a
 ``logits_fn(x_batch) -> logits_batch``, arrays ``x (n, *input_shape)`` and
 ``y (n,)``, an explicit ``key``, and is one jitted program.
 """
-from attacks import checks
+from attacks import checks, xla
 from attacks.losses import cross_entropy, margin
 from attacks.minimal import minimal_distance
 from attacks.pgd import pgd

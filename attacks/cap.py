@@ -77,7 +77,6 @@ gradient evaluations and one verifying forward pass per lane.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Callable, NamedTuple, Optional, Tuple
 
@@ -88,6 +87,7 @@ from attacks import checks
 from attacks.engine import _checkpoint_lengths, apgd_checkpoints, mask_box_gradient, single
 from attacks.losses import margin
 from attacks.norms import clip_box, l2_norm, step_l2
+from attacks.xla import program
 
 _TINY = 1e-30
 _ANGLE_TOL = 1e-6  # radians: float32 resolution of an angle, the cap's tolerance in projections
@@ -569,7 +569,7 @@ def check_alpha(alpha, n: int, name: str = "alpha") -> jax.Array:
     return jnp.minimum(a, jnp.float32(math.pi))
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds"))
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _cap_jit(logits_fn, x, y, eps, u, alpha, keys, *, cfg: CapConfig, bounds):
     fn1 = single(logits_fn)
 

@@ -20,7 +20,6 @@ few forward passes (``attacks.refine.ray_search``) and re-checked.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Callable, NamedTuple, Optional, Tuple
 
 import jax
@@ -28,11 +27,12 @@ import jax.numpy as jnp
 import optax
 
 from attacks import checks
-from attacks.engine import single
+from attacks.engine import flat, single
 from attacks.losses import confidently_adversarial, margin
 from attacks.norms import l2_norm, like
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize
+from attacks.xla import program
 
 _ATANH_CLIP = 1.0 - 1e-6
 
@@ -128,10 +128,11 @@ def _cw_point(fn1, x, y, cfg: CWConfig, bounds):
     return best_x, found
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds"))
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _cw_jit(logits_fn, x, y, *, cfg: CWConfig, bounds):
-    fn1 = single(logits_fn)
-    x_adv, found = jax.vmap(lambda xi, yi: _cw_point(fn1, xi, yi, cfg, bounds))(x, y)
+    fn1 = single(logits_fn, x.shape[1:])
+    x_adv, found = jax.vmap(lambda xi, yi: _cw_point(fn1, xi, yi, cfg, bounds))(flat(x), y)
+    x_adv = x_adv.reshape(x.shape)
     return finalize(logits_fn, x, y, x_adv, found, "l2", bounds)
 
 

@@ -41,7 +41,6 @@ few forward passes (``attacks.refine.ray_search``) and re-checked
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Callable, NamedTuple, Optional, Tuple
 
@@ -49,11 +48,12 @@ import jax
 import jax.numpy as jnp
 
 from attacks import checks
-from attacks.engine import single
+from attacks.engine import flat, single
 from attacks.losses import confidently_adversarial, margin
 from attacks.norms import clip_box, l2_norm, like
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize
+from attacks.xla import program
 
 _TINY = 1e-12
 
@@ -154,12 +154,13 @@ def _ddn_point(fn1, x, y, key, init_eps, refine_steps, cfg: DDNConfig, bounds):
     return jnp.where(found, refined, x), found
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds"))
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _ddn_jit(logits_fn, x, y, keys, init_eps, refine_steps, *, cfg: DDNConfig, bounds):
-    fn1 = single(logits_fn)
+    fn1 = single(logits_fn, x.shape[1:])
     x_adv, found = jax.vmap(
         lambda xi, yi, ki, ei: _ddn_point(fn1, xi, yi, ki, ei, refine_steps, cfg, bounds)
-    )(x, y, keys, init_eps)
+    )(flat(x), y, keys, init_eps)
+    x_adv = x_adv.reshape(x.shape)
     return finalize(logits_fn, x, y, x_adv, found, "l2", bounds)
 
 

@@ -59,17 +59,17 @@ class EngineConfig:
 
 
 class LaneState(NamedTuple):
-    delta: jax.Array       # (*shape) current perturbation, x + delta inside the box
-    delta_prev: jax.Array  # (*shape) previous iterate (momentum)
+    point: jax.Array       # (*shape) current iterate x + delta, inside the box and the ball
+    velocity: jax.Array    # (*shape) last move point - previous point (APGD momentum)
     eta: jax.Array         # () current step size (absolute, in the attack norm)
     f_prev: jax.Array      # () loss at the previous iterate
     n_up: jax.Array        # () loss increases since the last checkpoint
     ckpt_eta: jax.Array    # () step size at the last checkpoint
     ckpt_fmax: jax.Array   # () best loss at the last checkpoint
-    delta_max: jax.Array   # (*shape) iterate with the highest loss
+    point_max: jax.Array   # (*shape) iterate with the highest loss
     f_max: jax.Array       # () highest loss seen
-    adv_delta: jax.Array   # (*shape) smallest-norm misclassified iterate
-    adv_norm: jax.Array    # () its norm; inf if none seen
+    adv_point: jax.Array   # (*shape) smallest-norm misclassified iterate
+    adv_norm: jax.Array    # () its distance to x; inf if none seen
     adv_margin: jax.Array  # () its logit margin (> 0)
 
 
@@ -113,6 +113,18 @@ def mask_box_gradient(g, x_adv, bounds):
     return jnp.where(out, 0.0, g)
 
 
+def ball_projection(geo: Geometry, x, eps, bounds) -> Callable:
+    """``u -> `` the point of ``{||p - x|| <= eps} ∩ box`` reached by projecting
+    onto the ball and then clipping to the box (exact for l_inf, where it is
+    one clamp against precomputed per-coordinate limits)."""
+    if geo.name == "linf":
+        lo, hi = x - eps, x + eps
+        if bounds is not None:
+            lo, hi = jnp.maximum(lo, bounds[0]), jnp.minimum(hi, bounds[1])
+        return lambda u: jnp.clip(u, lo, hi)
+    return lambda u: clip_box(x + geo.project(u - x, eps), bounds)
+
+
 def run_lane(
     fn1: Callable,
     x: jax.Array,
@@ -138,15 +150,18 @@ def run_lane(
 
     Returns:
       LaneResult: highest-loss iterate and smallest-norm adversarial iterate.
+
+    The loop carries the iterate itself (``x + delta``, what the model sees)
+    and, for APGD, its last move instead of the previous iterate, so a step
+    reads and writes each array once; the checkpoint test is a select on a
+    scalar that the scan feeds in (no branch, no buffer copies).
     """
     geo: Geometry = geometry(cfg.norm, cfg.l1_sparsity)
     loss = get_loss(cfg.loss)
+    proj = ball_projection(geo, x, eps, bounds)
 
-    def proj(delta):
-        return clip_box(x + geo.project(delta, eps), bounds) - x
-
-    def objective(delta):
-        logits = fn1(x + delta)
+    def objective(p):
+        logits = fn1(p)
         return loss(logits, y), logits
 
     value_and_grad = jax.value_and_grad(objective, has_aux=True)
@@ -154,71 +169,82 @@ def run_lane(
     lengths = _checkpoint_lengths(ckpt)
     apgd = cfg.schedule == "apgd"
 
-    d0 = proj(delta0)
-    zeros = jnp.zeros_like(x)
+    p0 = proj(x + delta0)
     eta0 = like(x, 0.0) + step_size
+    ninf = like(x, -jnp.inf)
     state = LaneState(
-        delta=d0, delta_prev=d0, eta=eta0, f_prev=like(x, -jnp.inf), n_up=like(x, 0.0),
-        ckpt_eta=eta0, ckpt_fmax=like(x, -jnp.inf), delta_max=d0, f_max=like(x, -jnp.inf),
-        adv_delta=zeros + 0 * x, adv_norm=like(x, jnp.inf), adv_margin=like(x, 0.0),
+        point=p0, velocity=jnp.zeros_like(p0), eta=eta0, f_prev=ninf, n_up=like(x, 0.0),
+        ckpt_eta=eta0, ckpt_fmax=ninf, point_max=p0, f_max=ninf,
+        adv_point=p0, adv_norm=like(x, jnp.inf), adv_margin=like(x, 0.0),
     )
 
     def body(s: LaneState, xs):
         k, is_ckpt, length = xs
-        (f, logits), g = value_and_grad(s.delta)
+        p = s.point
+        (f, logits), g = value_and_grad(p)
         f = jnp.where(jnp.isnan(f), -jnp.inf, f)
         # Free bookkeeping from this evaluation: adversarial iterate, best loss.
-        nrm = geo.norm(s.delta)
+        nrm = geo.norm(p - x)
         better_adv = confidently_adversarial(logits, y) & (nrm < s.adv_norm)
-        adv_delta = jnp.where(better_adv, s.delta, s.adv_delta)
+        adv_point = jnp.where(better_adv, p, s.adv_point)
         adv_norm = jnp.where(better_adv, nrm, s.adv_norm)
         adv_margin = jnp.where(better_adv, margin(logits, y), s.adv_margin)
         improved = f > s.f_max
-        delta_max = jnp.where(improved, s.delta, s.delta_max)
+        point_max = jnp.where(improved, p, s.point_max)
         f_max = jnp.maximum(f, s.f_max)
 
         if cfg.norm != "linf":  # for sign steps the box clip already does this
-            g = mask_box_gradient(g, x + s.delta, bounds)
-        if apgd:
-            n_up = s.n_up + (f > s.f_prev).astype(jnp.float32)
-            z = proj(s.delta + geo.step(g, s.eta))
-            alpha = jnp.where(k == 0, 1.0, cfg.momentum)
-            nxt = proj(s.delta + alpha * (z - s.delta) + (1.0 - alpha) * (s.delta - s.delta_prev))
-            # Checkpoint: halve the step and restart from the best point. The
-            # predicate is the same for every lane (a scan input, not vmapped),
-            # so this is a real branch: ordinary steps skip its selects.
-            def at_checkpoint(ops):
-                nxt, n_up = ops
-                cond1 = n_up < cfg.rho * length
-                cond2 = (s.ckpt_eta == s.eta) & (s.ckpt_fmax == f_max)
-                halve = cond1 | cond2
-                return (jnp.where(halve, delta_max, nxt), jnp.where(halve, delta_max, s.delta),
-                        jnp.where(halve, s.eta / 2.0, s.eta), s.eta, f_max, jnp.zeros_like(n_up))
-
-            def ordinary(ops):
-                nxt, n_up = ops
-                return nxt, s.delta, s.eta, s.ckpt_eta, s.ckpt_fmax, n_up
-
-            nxt, prev, eta, ckpt_eta, ckpt_fmax, n_up = jax.lax.cond(
-                is_ckpt, at_checkpoint, ordinary, (nxt, n_up))
-        else:
-            nxt = proj(s.delta + geo.step(g, s.eta))
-            prev, eta, ckpt_eta, ckpt_fmax, n_up = s.delta, s.eta, s.ckpt_eta, s.ckpt_fmax, s.n_up
+            g = mask_box_gradient(g, p, bounds)
+        if not apgd:
+            nxt = proj(p + geo.step(g, s.eta))
+            return s._replace(point=nxt, f_prev=f, point_max=point_max, f_max=f_max,
+                              adv_point=adv_point, adv_norm=adv_norm, adv_margin=adv_margin), None
+        n_up = s.n_up + (f > s.f_prev).astype(jnp.float32)
+        z = proj(p + geo.step(g, s.eta))
+        alpha = jnp.where(k == 0, 1.0, cfg.momentum)
+        nxt = proj(p + alpha * (z - p) + (1.0 - alpha) * s.velocity)
+        # Checkpoint (Croce & Hein 2020, Alg. 1): halve the step and restart
+        # from the best point when too few steps increased the loss, or when
+        # neither the step nor the best loss changed since the last one.
+        halve = (n_up < cfg.rho * length) | ((s.ckpt_eta == s.eta) & (s.ckpt_fmax == f_max))
+        reset = is_ckpt & halve
         new = LaneState(
-            delta=nxt, delta_prev=prev, eta=eta, f_prev=f, n_up=n_up,
-            ckpt_eta=ckpt_eta, ckpt_fmax=ckpt_fmax, delta_max=delta_max, f_max=f_max,
-            adv_delta=adv_delta, adv_norm=adv_norm, adv_margin=adv_margin,
+            point=jnp.where(reset, point_max, nxt),
+            velocity=jnp.where(reset, 0.0, nxt - p),
+            eta=jnp.where(reset, s.eta / 2.0, s.eta),
+            f_prev=f,
+            n_up=jnp.where(is_ckpt, 0.0, n_up),
+            ckpt_eta=jnp.where(is_ckpt, s.eta, s.ckpt_eta),
+            ckpt_fmax=jnp.where(is_ckpt, f_max, s.ckpt_fmax),
+            point_max=point_max, f_max=f_max,
+            adv_point=adv_point, adv_norm=adv_norm, adv_margin=adv_margin,
         )
         return new, None
 
     xs = (jnp.arange(cfg.steps), jnp.asarray(ckpt), jnp.asarray(lengths))
     final, _ = jax.lax.scan(body, state, xs)
-    return LaneResult(final.delta_max, final.f_max, final.adv_delta, final.adv_norm, final.adv_margin)
+    adv_delta = jnp.where(jnp.isfinite(final.adv_norm), final.adv_point - x, 0.0)
+    return LaneResult(final.point_max - x, final.f_max, adv_delta, final.adv_norm, final.adv_margin)
 
 
-def single(logits_fn: Callable) -> Callable:
-    """``(*shape) -> (K,)`` view of a batched ``logits_fn``."""
-    return lambda xi: logits_fn(xi[None])[0]
+def single(logits_fn: Callable, shape: Optional[Tuple[int, ...]] = None) -> Callable:
+    """One point's logits from a batched ``logits_fn``.
+
+    ``single(f)`` maps ``(*shape) -> (K,)``. ``single(f, shape)`` maps a flat
+    ``(d,)`` vector, ``d = prod(shape)``, reshaping it for the model: the
+    attacks run on flat points, because XLA:CPU vectorises elementwise work
+    along the minor axis, which is 1 for an ``(n, 28, 28, 1)`` image batch
+    (``tanh`` of such a batch takes 4x as long as of its ``(n, 784)`` view).
+    """
+    if shape is None:
+        return lambda xi: logits_fn(xi[None])[0]
+    shape = tuple(shape)
+    return lambda v: logits_fn(v.reshape((1,) + shape))[0]
 
 
-__all__ = ["EngineConfig", "LaneResult", "apgd_checkpoints", "mask_box_gradient", "run_lane", "single"]
+def flat(x: jax.Array) -> jax.Array:
+    """``(n, *shape) -> (n, d)`` view of a batch of points."""
+    return x.reshape(x.shape[0], -1)
+
+
+__all__ = ["EngineConfig", "LaneResult", "LaneState", "apgd_checkpoints", "ball_projection", "mask_box_gradient", "flat", "run_lane", "single"]

@@ -47,7 +47,6 @@ few forward passes (``attacks.refine.ray_search``) and re-checked
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Callable, NamedTuple, Optional, Tuple
 
 import jax
@@ -55,11 +54,12 @@ import jax.numpy as jnp
 
 from attacks import checks
 from attacks.ddn import cosine_schedule
-from attacks.engine import mask_box_gradient, single
+from attacks.engine import flat, mask_box_gradient, single
 from attacks.losses import confidently_adversarial
 from attacks.norms import Geometry, clip_box, geometry, l1_norm, l2_norm, like, linf_norm
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize
+from attacks.xla import program
 
 _TINY = 1e-12
 _DUAL = {"linf": l1_norm, "l2": l2_norm, "l1": linf_norm}
@@ -163,12 +163,13 @@ def _fmn_point(fn1, x, y, refine_steps, cfg: FMNConfig, bounds):
     return jnp.where(found, refined, x), found
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds"))
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _fmn_jit(logits_fn, x, y, refine_steps, *, cfg: FMNConfig, bounds):
-    fn1 = single(logits_fn)
+    fn1 = single(logits_fn, x.shape[1:])
     x_adv, found = jax.vmap(
         lambda xi, yi: _fmn_point(fn1, xi, yi, refine_steps, cfg, bounds)
-    )(x, y)
+    )(flat(x), y)
+    x_adv = x_adv.reshape(x.shape)
     return finalize(logits_fn, x, y, x_adv, found, cfg.norm, bounds)
 
 

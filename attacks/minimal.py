@@ -25,7 +25,6 @@ example (``attacks.result.finalize``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Callable, NamedTuple, Optional, Tuple
 
@@ -33,11 +32,12 @@ import jax
 import jax.numpy as jnp
 
 from attacks import checks
-from attacks.engine import EngineConfig, run_lane, single
+from attacks.engine import EngineConfig, flat, run_lane, single
 from attacks.norms import clip_box, geometry, like
 from attacks.losses import margin
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize
+from attacks.xla import program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,12 +107,13 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
     return st.best, jnp.isfinite(st.hi)
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds"))
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _minimal_jit(logits_fn, x, y, keys, eps_max, *, cfg: SearchConfig, bounds):
-    fn1 = single(logits_fn)
+    fn1 = single(logits_fn, x.shape[1:])
     x_adv, found = jax.vmap(
         lambda xi, yi, ki, ei: _search_point(fn1, xi, yi, ki, ei, cfg, bounds)
-    )(x, y, keys, eps_max)
+    )(flat(x), y, keys, eps_max)
+    x_adv = x_adv.reshape(x.shape)
     return finalize(logits_fn, x, y, x_adv, found, cfg.engine.norm, bounds)
 
 

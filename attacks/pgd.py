@@ -7,20 +7,20 @@ jitted program costing ``restarts * steps`` gradient evaluations per point.
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
 
 from attacks import checks
-from attacks.engine import EngineConfig, run_lane, single
+from attacks.engine import EngineConfig, flat, run_lane, single
 from attacks.norms import geometry
+from attacks.xla import program
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds", "restarts", "random_start"))
+@program(static_argnames=("logits_fn", "cfg", "bounds", "restarts", "random_start"))
 def _pgd_jit(logits_fn, x, y, eps, keys, step_size, *, cfg, bounds, restarts, random_start):
-    fn1 = single(logits_fn)
+    fn1 = single(logits_fn, x.shape[1:])
     geo = geometry(cfg.norm, cfg.l1_sparsity)
 
     def point(xi, yi, ei, ki, si):
@@ -37,7 +37,7 @@ def _pgd_jit(logits_fn, x, y, eps, keys, step_size, *, cfg, bounds, restarts, ra
         best = jnp.argmax(score)
         return xi + res.delta_max[best]
 
-    return jax.vmap(point)(x, y, eps, keys, step_size)
+    return jax.vmap(point)(flat(x), y, eps, keys, step_size).reshape(x.shape)
 
 
 def pgd(

@@ -34,7 +34,6 @@ step ``eta sign(g)`` and initial step ``2 eps``.
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Callable, Optional, Tuple
 
@@ -46,6 +45,7 @@ from attacks import checks
 from attacks.cap import CapConfig, ConstrainedResult, check_directions, constrained_lane
 from attacks.engine import single
 from attacks.norms import step_linf
+from attacks.xla import program
 
 
 def ranks(sigma: jax.Array) -> jax.Array:
@@ -109,7 +109,7 @@ def vertex_lane(fn1, x, y, eps, u, rank, m, start, cfg: CapConfig, bounds):
     return constrained_lane(fn1, x, y, start, proj, feas, step_linf, cfg.initial_step * eps, cfg, bounds)
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds"))
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _vertex_jit(logits_fn, x, y, eps, u, sigma, m, keys, *, cfg: CapConfig, bounds):
     fn1 = single(logits_fn)
 

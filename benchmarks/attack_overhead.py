@@ -54,10 +54,9 @@ import attacks  # noqa: E402
 TARGET = 1.15
 
 
-def reference(logits_fn, G: int):
+def reference(logits_fn, G: int, compiler_options=None):
     """Jitted ``(x, y) -> (x_G, values)``: ``G`` batched value_and_grad calls."""
 
-    @jax.jit
     def run(x, y):
         vg = jax.value_and_grad(lambda z: C.margin_sum(logits_fn(z), y))
 
@@ -67,7 +66,9 @@ def reference(logits_fn, G: int):
 
         return jax.lax.scan(body, x, None, length=G)
 
-    return run
+    if compiler_options:
+        return jax.jit(run, compiler_options=compiler_options)
+    return jax.jit(run)
 
 
 def count_cw_evaluations(logits_fn, x, y, *, bss: int, steps: int, refine_steps: int = 4) -> dict:
@@ -112,7 +113,11 @@ def bench_model(arch: str, n: int, args, key) -> dict:
     cw = lambda: attacks.carlini_wagner_l2(  # noqa: E731
         logits_fn, x, y, key=key, binary_search_steps=args.cw_bss, steps=args.cw_steps,
         abort_early=False)
-    refs = {G: reference(logits_fn, G) for G in sorted({G_min, G_cw})}
+    # The floor is the faster of the reference compiled with XLA's defaults
+    # and with the attacks' own compile options (attacks.xla).
+    opts = attacks.xla.compiler_options()
+    variants = {"": None} if opts is None else {"": None, " [attack options]": opts}
+    refs = {(G, tag): reference(logits_fn, G, o) for G in sorted({G_min, G_cw}) for tag, o in variants.items()}
     fns = {
         "minimal linf": md("linf", 4),
         "minimal linf refine0": md("linf", 0),
@@ -120,8 +125,8 @@ def bench_model(arch: str, n: int, args, key) -> dict:
         "minimal l2 refine0": md("l2", 0),
         "cw l2": cw,
     }
-    for G, ref in refs.items():
-        fns[f"ref G={G}"] = functools.partial(ref, x, y)
+    for (G, tag), ref in refs.items():
+        fns[f"ref G={G}{tag}"] = functools.partial(ref, x, y)
     print(f"[{arch}] n={n}, G(minimal)={G_min}, G(cw)={G_cw}; {C.load_string()}", flush=True)
     T = C.time_interleaved(fns, repeats=args.repeats)
     rows = []
@@ -129,9 +134,10 @@ def bench_model(arch: str, n: int, args, key) -> dict:
         if name.startswith("ref"):
             continue
         G = G_cw if name.startswith("cw") else G_min
-        ref = T[f"ref G={G}"]
+        ref = min((T[f"ref G={G}{tag}"] for tag in variants), key=lambda t: t.median)
         r = T[name].median / ref.median
         rows.append({
+            "reference_variant": min(variants, key=lambda tag: T[f"ref G={G}{tag}"].median) or "xla defaults",
             "model": arch, "attack": name, "n": n, "G": G,
             "attack_s": T[name].median, "reference_s": ref.median, "ratio": r,
             "ratio_min": T[name].best / ref.best, "ratio_cpu": T[name].cpu_median / ref.cpu_median,
@@ -143,6 +149,8 @@ def bench_model(arch: str, n: int, args, key) -> dict:
           f"({args.cw_bss} x {args.cw_count_steps} steps) ...", flush=True)
     counted = count_cw_evaluations(logits_fn, x, y, bss=args.cw_bss, steps=args.cw_count_steps)
     return {"model": info, "n": n, "rows": rows, "cw_abort_early": counted,
+            "compiler_options": opts,
+            "references": {name: T[name].to_dict() for name in fns if name.startswith("ref")},
             "load_after": C.load_string()}
 
 
