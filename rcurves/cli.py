@@ -126,6 +126,33 @@ def _parse_bounds(text: Optional[str]) -> Optional[Tuple[float, float]]:
     return (lo, hi)
 
 
+def _parse_devices(text: str) -> int:
+    """``--devices N|all``: a number of local devices, checked before anything is compiled."""
+    text = str(text).strip()
+    if text.lower() != "all":
+        try:
+            k = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {text!r}") from None
+        if k < 1:
+            raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {text!r}")
+    import jax
+
+    avail = len(jax.local_devices())
+    if text.lower() == "all":
+        return avail
+    if k > avail:
+        raise argparse.ArgumentTypeError(
+            f"{k} devices requested but only {avail} available (jax.local_devices()); on CPU, set "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={k} before starting rcurves")
+    return k
+
+
+def _runner_devices(n: int) -> Optional[int]:
+    """``run_chunked``'s ``devices``: None (the plain 1-device path) for 1."""
+    return None if n == 1 else n
+
+
 def _safe_name(label: str) -> str:
     keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
     return keep or "model"
@@ -335,8 +362,12 @@ def compute_distances(
     progress: bool,
     on_mismatch: str = "error",
     eps_max: Optional[Mapping[str, float]] = None,
+    devices: int = 1,
 ) -> Dict[str, Dict[str, Dict[str, np.ndarray]]]:
-    """``{label: {norm: {'distance', 'pgd'[, 'cw']}}}`` via resumable chunked runs."""
+    """``{label: {norm: {'distance', 'pgd'[, 'cw']}}}`` via resumable chunked runs.
+
+    ``devices``: local devices, one chunk each per call (bit-identical to 1).
+    """
     import jax
 
     from rcurves.runner import make_distance_fn, run_chunked
@@ -352,7 +383,7 @@ def compute_distances(
                 make_distance_fn(m.logits_fn, cfg), data.x, data.y,
                 key=jax.random.PRNGKey(seed), out_dir=run_dir, config=config,
                 chunk_size=min(chunk_size, data.x.shape[0]), resume=resume, on_mismatch=on_mismatch,
-                progress=progress, desc=f"{m.label} {norm}",
+                progress=progress, desc=f"{m.label} {norm}", devices=_runner_devices(devices),
             )
     return out
 
@@ -684,10 +715,10 @@ def cmd_demo(args) -> int:
     dist = compute_distances(
         models, test, ["linf", "l2"], attack, out_dir=args.out, bounds=(0.0, 1.0), seed=args.seed,
         chunk_size=s.chunk_size, resume=not args.recompute, on_mismatch="restart",
-        progress=not args.no_progress,
+        progress=not args.no_progress, devices=args.devices,
     )
     thresholds = {"linf": list(DEFAULT_THRESHOLDS["linf"]), "l2": list(DEFAULT_THRESHOLDS["l2"])}
-    settings = {"preset": preset, "demo": _settings_dict(s), "seed": args.seed,
+    settings = {"preset": preset, "demo": _settings_dict(s), "seed": args.seed, "devices": args.devices,
                 "l2_attacks": "min(PGD radius search, Carlini-Wagner) per point" if attack.cw else "PGD radius search"}
     doc, table = build_report(dist, thresholds, data=test, models_info=info, settings=settings)
     doc["seconds"] = round(time.time() - t0, 1)
@@ -746,10 +777,11 @@ def cmd_curves(args) -> int:
     dist = compute_distances(
         models, data, norms, attack, out_dir=args.out, bounds=bounds, seed=args.seed,
         chunk_size=args.chunk_size, resume=args.resume, progress=not args.no_progress, eps_max=eps_max,
+        devices=args.devices,
     )
     settings = {"attack": dataclasses.asdict(attack), "bounds": list(bounds) if bounds else None,
                 "eps_max": eps_max,
-                "seed": args.seed, "chunk_size": args.chunk_size}
+                "seed": args.seed, "chunk_size": args.chunk_size, "devices": args.devices}
     doc, table = build_report(dist, thresholds, data=data, models_info={m.label: m.info for m in models},
                               settings=settings)
     doc["seconds"] = round(time.time() - t0, 1)
@@ -823,15 +855,18 @@ def cmd_sparsity(args) -> int:
                  search_steps=args.search_steps, steps=args.steps, bounds=bounds)
         return {"sparsity": np.asarray(v, np.float64)}
 
+    from rcurves.distributed import per_shard
     from rcurves.runner import run_chunked
 
     config = {"model": model.identity, "norm": norm, "eps": args.eps, "directions": args.directions,
               "search_steps": args.search_steps, "steps": args.steps,
               "bounds": list(bounds) if bounds else None}
-    res = run_chunked(chunk_fn, data.x, data.y, key=jax.random.PRNGKey(args.seed),
+    # per_shard: each device runs the estimator on its own chunk (it batches points on the host)
+    res = run_chunked(per_shard(chunk_fn), data.x, data.y, key=jax.random.PRNGKey(args.seed),
                       out_dir=os.path.join(args.out, "runs", f"{_safe_name(model.label)}__sparsity_{norm}"),
                       config=config, chunk_size=min(args.chunk_size, data.x.shape[0]), resume=args.resume,
-                      progress=not args.no_progress, desc=f"{model.label} {norm} sparsity")
+                      progress=not args.no_progress, desc=f"{model.label} {norm} sparsity",
+                      devices=_runner_devices(args.devices))
     s = res["sparsity"]
     finite = s[np.isfinite(s)]
     unit = "mean angle (rad) of the cap" if norm == "l2" else "mean number of free dimensions"
@@ -917,7 +952,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _common(p: argparse.ArgumentParser, *, resume: bool = True) -> None:
+def _common(p: argparse.ArgumentParser, *, resume: bool = True, devices: bool = False) -> None:
+    if devices:
+        p.add_argument("--devices", type=_parse_devices, default=1, metavar="N|all",
+                       help="local devices the attacks run on, one chunk of points each (default 1; 'all'); "
+                            "results are bit-identical to 1 device, and a run may --resume on another count")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed of the attacks and the point subset (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--cache", default=None,
@@ -958,7 +997,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", action="store_true",
                    help="recompute the distances; by default finished (or interrupted) runs in --out with "
                         "the same settings, models and points are reused, so an interrupted demo resumes")
-    _common(p, resume=False)
+    _common(p, resume=False, devices=True)
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("curves", help="robustness curves of trained models",
@@ -986,7 +1025,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cw-binary-search-steps", type=int, default=5, help="CW constant search rounds (default 5)")
     p.add_argument("--cw-steps", type=int, default=50, help="CW Adam steps per round (default 50)")
     p.add_argument("--cw-lr", type=float, default=0.1, help="CW Adam learning rate (default 0.1)")
-    _common(p)
+    _common(p, devices=True)
     p.set_defaults(func=cmd_curves)
 
     p = sub.add_parser("train", help="train a model and save a checkpoint",
@@ -1026,7 +1065,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=20, help="PGD steps per bisection step (default 20)")
     p.add_argument("--bounds", default="0,1", help="input box LO,HI or none (default 0,1)")
     p.add_argument("--out", required=True, help="output folder")
-    _common(p)
+    _common(p, devices=True)
     p.set_defaults(func=cmd_sparsity)
 
     p = sub.add_parser("interclass", help="inter-class distances of a data set (paper 000, Sec. 3.3)",

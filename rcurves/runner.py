@@ -18,6 +18,24 @@ to ``chunk_size`` (by repeating its last point) so every chunk has the same
 shape: one compilation, and per-point results computed with identical array
 shapes whether a run was interrupted or not, hence bit-identical.
 
+Several devices: ``run_chunked(..., devices=4)`` (or ``mesh=``, a
+``jax.sharding.Mesh`` from :func:`rcurves.distributed.make_mesh`) computes
+``k`` chunks per call, one per device: the ``k`` padded chunks are
+concatenated, placed with a ``NamedSharding`` on the points axis so that
+device ``j`` holds exactly chunk ``j``, and ``fn``'s jitted programs run as
+one SPMD program on all devices (a short last group is filled with copies of
+its last chunk, whose results are dropped). Every device thus runs the
+1-device program on the very rows the 1-device run gives it (same keys
+``fold_in(key, i)``, same shape), so results are bit-identical to one device.
+The shape matters: XLA:CPU may round a reduction differently for a different
+number of rows, so sharding one chunk over the devices would not be enough.
+Memory per device is bounded by ``chunk_size`` as before. The device count is
+not part of the manifest: a run started on 4 devices resumes on 1 (or the other
+way round) with identical results. After ``jax.distributed.initialize()`` a
+mesh may span hosts (``make_mesh('all')``); every host then runs the same loop
+on the same full data and the outputs are all-gathered (each host writes the
+same files, so give each host its own ``out_dir`` unless the file system is shared).
+
 :func:`make_distance_fn` builds the usual per-chunk function: the minimal
 distance by the radius search of ``attacks.minimal_distance`` (PGD as the
 oracle) and, for l_2, also Carlini-Wagner (paper 000, Section 3.1 / Appendix
@@ -39,6 +57,7 @@ import numpy as np
 import attacks
 from attacks import checks
 from rcurves.checkpoint import atomic_write_bytes, atomic_write_json
+from rcurves.distributed import resolve_mesh, shard_points, to_host
 
 FORMAT = "rcurves-run"
 VERSION = 1
@@ -101,6 +120,9 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
     distance, ``'cw'`` the Carlini-Wagner one (when ``cfg.cw``), and
     ``'distance'`` their per-point minimum; each is the re-checked norm of an
     adversarial example (``inf`` when none was found, ``0`` when misclassified).
+
+    ``x``, ``y`` and ``keys`` may be sharded over a mesh (as
+    ``run_chunked(..., devices=k)`` passes them): the attacks then run sharded.
     """
 
     def fn(x, y, keys):
@@ -168,6 +190,10 @@ def _load_chunk(path: str, start: int, stop: int) -> Optional[Dict[str, np.ndarr
 
 
 def _manifest(config: Mapping[str, Any], fingerprint: str, n: int, chunk_size: int, key) -> Dict[str, Any]:
+    try:
+        json.dumps(config, sort_keys=True)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"config: expected a JSON-serialisable mapping ({e})") from None
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -204,6 +230,8 @@ def run_chunked(
     on_mismatch: str = "error",
     progress: bool = True,
     desc: str = "points",
+    mesh=None,
+    devices=None,
 ) -> Dict[str, np.ndarray]:
     """Apply ``fn`` to ``(x, y)`` chunk by chunk, persisting each chunk atomically.
 
@@ -222,6 +250,15 @@ def run_chunked(
         ``'restart'`` (discard it and start afresh; for caches).
       progress: tqdm bar in points/s.
       desc: the bar's label.
+      mesh: a 1-D ``jax.sharding.Mesh`` with axis ``'points'``
+        (:func:`rcurves.distributed.make_mesh`): ``fn`` gets one chunk per
+        device per call, sharded over the mesh. Results are bit-identical to
+        one device when ``fn`` treats points independently; a ``fn`` that mixes
+        the points of a batch on the host (e.g. the sparsity estimators) should
+        be wrapped in :func:`rcurves.distributed.per_shard`.
+      devices: instead of ``mesh``: a number of local devices or ``'all'``.
+        Neither (the default): the chunk is left on the default device.
+        Not part of the manifest: a run may resume on another device count.
 
     Returns:
       ``{name: (n,) numpy array}``, the concatenated outputs; also written to
@@ -235,6 +272,7 @@ def run_chunked(
 
     if on_mismatch not in ("error", "restart"):
         raise ValueError(f"on_mismatch: expected 'error' or 'restart', got {on_mismatch!r}")
+    mesh = resolve_mesh(mesh, devices)
     x = np.asarray(checks.check_array(x, "x", min_ndim=1))
     y = np.asarray(checks.check_labels(y, x.shape[0], "y"))
     chunk_size = checks.check_positive_int(chunk_size, "chunk_size")
@@ -268,30 +306,56 @@ def run_chunked(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=n, desc=desc, unit="pt", leave=False, dynamic_ncols=True)
-    parts: list = []
+    parts: Dict[int, Dict[str, np.ndarray]] = {}
     delay = float(os.environ.get("_RCURVES_CHUNK_DELAY", "0") or 0)  # test hook: slow chunks down
+    k = 1 if mesh is None else int(mesh.devices.size)
+    pending: list = []
+
+    def compute(group):
+        # One call for up to k chunks, each padded to chunk_size (copies of its last
+        # point) and the group filled with copies of its last chunk: device j gets
+        # exactly chunk j, so every device runs the 1-device program on the same rows.
+        spans = [(i * chunk_size, min(n, (i + 1) * chunk_size)) for i in group]
+        rows = [np.concatenate([np.arange(a, b), np.full(chunk_size - (b - a), b - 1)]) for a, b in spans]
+        pad = np.concatenate(rows + [rows[-1]] * (k - len(rows)))
+        if mesh is None:
+            out = fn(jnp.asarray(x[pad]), jnp.asarray(y[pad]), point_keys(key, pad))
+        else:
+            (xs, ys, ks), _ = shard_points([x[pad], y[pad], np.asarray(point_keys(key, pad))], mesh)
+            out = fn(xs, ys, ks)
+        host = {name: to_host(v) for name, v in out.items()}
+        for name, v in host.items():
+            if v.shape[:1] != pad.shape:
+                raise RunnerError(f"fn: output {name!r} has shape {v.shape}, expected ({pad.size}, ...)")
+        for j, (i, (a, b)) in enumerate(zip(group, spans)):
+            arrays = {name: v[j * chunk_size: j * chunk_size + b - a] for name, v in host.items()}
+            atomic_write_bytes(chunk_path(out_dir, i), _npz_bytes({**arrays, "_index": np.arange(a, b)}))
+            if delay:
+                time.sleep(delay)
+            parts[i] = arrays
+            if bar is not None:
+                bar.update(b - a)
+
     for i in range(n_chunks):
         start, stop = i * chunk_size, min(n, (i + 1) * chunk_size)
         path = chunk_path(out_dir, i)
         arrays = _load_chunk(path, start, stop) if resume and os.path.exists(path) else None
-        if arrays is None:
-            idx = np.arange(start, stop)
-            pad = np.concatenate([idx, np.full(chunk_size - idx.size, stop - 1)]) if idx.size < chunk_size else idx
-            out = fn(jnp.asarray(x[pad]), jnp.asarray(y[pad]), point_keys(key, pad))
-            arrays = {k: np.asarray(v)[: stop - start] for k, v in out.items()}
-            for k, v in arrays.items():
-                if v.shape[:1] != (stop - start,):
-                    raise RunnerError(f"fn: output {k!r} has shape {v.shape}, expected ({stop - start}, ...)")
-            atomic_write_bytes(path, _npz_bytes({**arrays, "_index": np.arange(start, stop)}))
-            if delay:
-                time.sleep(delay)
-        parts.append(arrays)
-        if bar is not None:
-            bar.update(stop - start)
+        if arrays is not None:
+            parts[i] = arrays
+            if bar is not None:
+                bar.update(stop - start)
+            continue
+        pending.append(i)
+        if len(pending) == k:
+            compute(pending)
+            pending = []
+    if pending:
+        compute(pending)
     if bar is not None:
         bar.close()
-    names = parts[0].keys() if parts else ()
-    result = {k: np.concatenate([p[k] for p in parts]) for k in names}
+    ordered = [parts[i] for i in range(n_chunks)]
+    names = ordered[0].keys() if ordered else ()
+    result = {name: np.concatenate([p[name] for p in ordered]) for name in names}
     atomic_write_bytes(os.path.join(out_dir, RESULT), _npz_bytes(result))
     return result
 

@@ -583,7 +583,10 @@ def sparsity_curve(logits_fn, x, y, eps_values, *, norm: str, key, n_directions:
         raise ValueError(f"norm: sparsity is defined for 'l2' and 'linf', got {norm!r}")
     x = checks.check_array(x, "x", min_ndim=2)
     n = x.shape[0]
-    ev = np.asarray(eps_values, dtype=np.float64).reshape(-1)
+    try:
+        ev = np.asarray(eps_values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"eps_values: expected a non-empty 1-D array of radii >= 0, got {eps_values!r}") from None
     if ev.size == 0 or not np.all(np.isfinite(ev)) or np.any(ev < 0):
         raise ValueError(f"eps_values: expected a non-empty 1-D array of radii >= 0, got {eps_values!r}")
     E = ev.size
@@ -632,6 +635,8 @@ def _linear_inputs(w, b, x, eps, u, y):
         u = u.reshape(n, u.shape[1], d)
     else:
         raise ValueError(f"u: expected shape (D, *{shape}) or ({n}, D, *{shape}), got {tuple(u.shape)}")
+    if checks.is_concrete(u) and bool(jnp.any(jnp.sum(jnp.square(u), axis=-1) == 0)):
+        raise ValueError("u: every direction must be non-zero")
     y = jnp.full((n,), -1, jnp.int32) if y is None else checks.check_labels(y, n, "y", 2)
     return w, b, x.reshape(n, d), eps, u, y
 
@@ -729,6 +734,8 @@ def linear_linf_sparsity(w, b, x, eps, u, sigma, y=None) -> jax.Array:
     """
     w, b, x, eps, u, y = _linear_inputs(w, b, x, eps, u, y)
     n, n_dir, d = u.shape
+    if checks.is_concrete(u) and not bool(jnp.all(jnp.abs(u) == 1.0)):
+        raise ValueError("u: expected vertices with entries in {-1, +1}")
     sg = np.asarray(sigma) if checks.is_concrete(sigma) else sigma
     if not np.issubdtype(np.dtype(sg.dtype), np.integer):
         raise ValueError(f"sigma: expected integer flat indices, got dtype {sg.dtype}")

@@ -7,9 +7,19 @@ number of points. The last chunk is padded to the chunk size (copies of its
 first point, results dropped) so one compiled program serves every chunk.
 Per-point keys are ``fold_in(key, i)`` with ``i`` the point's global index, so
 the answer does not depend on the chunk size.
+
+Memory maps: the pages of a memory map that a process has touched count in
+its resident set (RSS) until they are unmapped, so merely reading a 3 GB
+``.npy`` through ``np.load(..., mmap_mode='r')`` would make the process 3 GB
+large. :func:`iter_chunks` therefore copies each chunk of a (shared,
+C-contiguous) ``np.memmap`` into a fresh array and then drops the chunk's
+pages from the process with ``madvise(MADV_DONTNEED)``: the data stay in the
+kernel's page cache (a later access re-reads them from there), and the
+process's peak memory is bounded by the chunk size, not by the file size.
 """
 from __future__ import annotations
 
+import mmap
 from typing import Any, Callable, Iterable, Iterator, Optional, Tuple
 
 import jax
@@ -18,8 +28,46 @@ import numpy as np
 from attacks.checks import check_positive_int
 
 
+def _release_pages(a) -> None:
+    """Drop the pages behind ``a`` (a slice of a shared ``np.memmap``) from this process.
+
+    ``madvise(MADV_DONTNEED)`` on a shared file mapping unmaps the pages; the
+    next access faults them back in from the page cache, so no data are lost.
+    Private (copy-on-write, ``mode='c'``) maps are left alone: there the call
+    would discard the caller's in-memory changes. Anything else is a no-op.
+    """
+    mm = getattr(a, "_mmap", None)
+    if (mm is None or getattr(a, "mode", "c") == "c" or not hasattr(mm, "madvise")
+            or not hasattr(mmap, "MADV_DONTNEED") or a.nbytes == 0 or not a.flags.c_contiguous):
+        return
+    try:
+        base = np.frombuffer(mm, np.uint8).ctypes.data
+    except (TypeError, ValueError, BufferError):  # a closed or unusual map: keep its pages
+        return
+    lo = a.ctypes.data - base
+    hi = min(lo + a.nbytes, len(mm))
+    lo -= lo % mmap.PAGESIZE  # madvise wants a page-aligned start
+    if 0 <= lo < hi:
+        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def _read_rows(x, start: int, stop: int) -> np.ndarray:
+    """``x[start:stop]`` as an array; for a memory map, a copy whose pages are then released."""
+    part = x[start:stop]
+    if getattr(part, "_mmap", None) is None:
+        return np.asarray(part)
+    out = np.array(part)  # a fresh buffer, freed with the chunk
+    _release_pages(part)
+    return out
+
+
 def iter_chunks(x, y=None, *, chunk_size: int) -> Iterator[Tuple[int, np.ndarray, Optional[np.ndarray]]]:
-    """Yield ``(start, x_chunk, y_chunk)``; x may be an array, a memmap or an iterator of pairs."""
+    """Yield ``(start, x_chunk, y_chunk)``; x may be an array, a memmap or an iterator of pairs.
+
+    Chunks of a memory map are fresh copies, and the map's pages they came
+    from are released (module docstring), so memory stays bounded by
+    ``chunk_size`` whatever the file size.
+    """
     chunk_size = check_positive_int(chunk_size, "chunk_size")
     if hasattr(x, "shape"):
         n = x.shape[0]
@@ -27,7 +75,7 @@ def iter_chunks(x, y=None, *, chunk_size: int) -> Iterator[Tuple[int, np.ndarray
             raise ValueError(f"y: expected length {n} to match x, got {len(y)}")
         for start in range(0, n, chunk_size):
             stop = min(start + chunk_size, n)
-            yield start, np.asarray(x[start:stop]), None if y is None else np.asarray(y[start:stop])
+            yield start, _read_rows(x, start, stop), None if y is None else _read_rows(y, start, stop)
         return
     start = 0
     for item in x:
@@ -88,10 +136,18 @@ def map_points(
             idx[m:] = start
             kw["key"] = jax.vmap(lambda i: jax.random.fold_in(base_key, i))(idx)
         out = fn(*args, **kw)
+        for leaf in jax.tree_util.tree_leaves(out):
+            shape = np.shape(leaf)
+            if not shape or shape[0] != chunk_size:
+                raise ValueError(
+                    f"fn: expected every output to have one row per point (leading axis {chunk_size} "
+                    f"for a chunk of {chunk_size} points), got shape {tuple(shape)}"
+                )
         out = jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], out)
         if on_chunk is not None:
             on_chunk(start, out)
         parts.append(out)
+        del xc, yc, args, kw  # let this chunk's buffers go before the next one is read
     if not parts:
         raise ValueError("x: expected at least one point")
     return jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0), *parts)

@@ -196,6 +196,58 @@ def test_sparsity_command_measures_exactly_the_vulnerable_points(tmp_path, monke
     np.testing.assert_array_equal(measured, dist <= 1.0)
     assert doc["n_vulnerable"] == 8
     assert all(0 <= v <= np.pi for v in doc["sparsity"] if v is not None)
+    # --devices 4: each device runs the estimator on one chunk; same bits as 1 device
+    assert main(["sparsity", "--model", "binmodel:make", "--data", str(tmp_path / "pts.npz"), "--norm", "l2",
+                 "--eps", "1.0", "--n", "16", "--directions", "2", "--search-steps", "3", "--steps", "5",
+                 "--bounds", "none", "--chunk-size", "8", "--out", str(tmp_path / "sp4"), "--no-progress",
+                 "--devices", "4"]) == 0
+    assert _strict_json(tmp_path / "sp4" / "sparsity.json")["sparsity"] == doc["sparsity"]
+
+
+def test_curves_on_4_devices_equals_1_and_resumes_on_another_count(tmp_path, monkeypatch):
+    import jax
+
+    if len(jax.local_devices()) < 4:
+        pytest.skip("needs 4 devices (XLA_FLAGS)")
+    rng = np.random.default_rng(4)
+    W = rng.normal(size=(3, 6)) * 4
+    (tmp_path / "devmodel.py").write_text(
+        "import jax.numpy as jnp\n"
+        f"W = jnp.asarray({W.tolist()}, jnp.float32)\n"
+        "def make():\n"
+        "    return lambda x: x.reshape(x.shape[0], -1) @ W.T\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    x = rng.random((11, 6)).astype(np.float32)               # 11 points, chunks of 3: padding everywhere
+    np.savez(tmp_path / "pts.npz", x=x, y=np.argmax(x @ W.T, axis=1))
+    base = ["curves", "--model", "devmodel:make", "--data", str(tmp_path / "pts.npz"), "--norm", "linf",
+            "--search-steps", "2", "--steps", "3", "--chunk-size", "3", "--no-progress"]
+    assert main(base + ["--out", str(tmp_path / "one")]) == 0
+    assert main(base + ["--out", str(tmp_path / "four"), "--devices", "4"]) == 0
+    one, four = (_strict_json(tmp_path / o / "curves.json") for o in ("one", "four"))
+    assert len(one["distances"]["make"]["linf"]) == 11
+    assert four["distances"] == one["distances"] and four["attack_distances"] == one["attack_distances"]
+    assert (one["settings"]["devices"], four["settings"]["devices"]) == (1, 4)
+    # a finished 4-device run is reused whole by a 1-device --resume (devices are not in the manifest)
+    run_dir = tmp_path / "four" / "runs" / "make__linf"
+    mtimes = {f: (run_dir / f).stat().st_mtime_ns for f in os.listdir(run_dir) if f.startswith("chunk_")}
+    assert len(mtimes) == 4
+    assert main(base + ["--out", str(tmp_path / "four"), "--resume"]) == 0
+    assert {f: (run_dir / f).stat().st_mtime_ns for f in mtimes} == mtimes
+    assert _strict_json(tmp_path / "four" / "curves.json")["distances"] == one["distances"]
+
+
+@pytest.mark.parametrize("cmd", ["curves", "sparsity", "demo"])
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5", "99"])
+def test_bad_devices_are_one_line_usage_errors(cmd, value, capsys, tmp_path):
+    argv = {"curves": ["curves", "--model", "x", "--data", "digits"],
+            "sparsity": ["sparsity", "--model", "x", "--data", "digits", "--eps", "1"],
+            "demo": ["demo"]}[cmd] + ["--out", str(tmp_path / "o"), "--devices", value]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "argument --devices" in err[0] and value in err[0], err
+    assert not os.path.exists(tmp_path / "o")
 
 
 def test_interclass_command_matches_brute_force(tmp_path):
@@ -311,6 +363,7 @@ def test_usage_errors_are_one_line(capsys):
 
 
 @pytest.mark.parametrize("cmd,option", [("demo", "--quick"), ("curves", "--resume"), ("train", "--method"),
+                                        ("curves", "--devices"), ("sparsity", "--devices"), ("demo", "--devices"),
                                         ("sparsity", "--directions"), ("interclass", "--norm")])
 def test_help_of_every_subcommand(cmd, option, capsys):
     with pytest.raises(SystemExit) as e:

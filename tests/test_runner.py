@@ -184,3 +184,174 @@ def test_distance_config_validation():
         DistanceConfig(steps=0)
     with pytest.raises(ValueError, match="chunk_size"):
         run_chunked(key_fn([]), *data(), key=KEY, out_dir="/tmp/unused-rcurves", config={}, chunk_size=0)
+
+
+# ---------------------------------------------------------------------------
+# SIGKILL at seeded-random points (a separate process each time), then resume
+
+_KILL_CHILD = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[4])
+import numpy as np
+import jax, jax.numpy as jnp
+from rcurves import runner
+from _models import multiclass_linear
+
+out_dir, mode, arg = sys.argv[1], sys.argv[2], int(sys.argv[3])
+say = lambda msg: print(msg, flush=True)
+rng = np.random.default_rng(3)
+W, b = rng.normal(size=(3, 5)), rng.normal(size=3) * 0.1
+x = rng.random((62, 5)).astype(np.float32)
+y = np.argmax(x @ W.T + b, axis=1)
+y[::7] = (y[::7] + 1) % 3                                   # some misclassified points (distance 0)
+cfg = runner.DistanceConfig(norm="linf", search_steps=2, steps=3, bounds=None, eps_max=2.0)
+fn = runner.make_distance_fn(multiclass_linear(W, b), cfg)
+key = jax.random.PRNGKey(11)
+fn(jnp.asarray(x[:4]), jnp.asarray(y[:4]), runner.point_keys(key, range(4)))  # compile before 'ready'
+
+writes = [0]
+real_write, real_fsync = runner.atomic_write_bytes, os.fsync
+pause_in_fsync = [False]
+
+def fsync(fd):                                  # inside atomic_write_bytes: temp file written, not renamed
+    real_fsync(fd)
+    if pause_in_fsync[0] and ".tmp-" in os.readlink(f"/proc/self/fd/{fd}"):
+        say("pause")
+        time.sleep(120)
+
+def write(path, data):
+    chunk = os.path.basename(path).startswith("chunk_")
+    if chunk and mode == "write" and writes[0] == arg:
+        pause_in_fsync[0] = True
+    real_write(path, data)
+    if chunk:
+        writes[0] += 1
+        say("done " + os.path.basename(path))
+        if mode == "chunks" and writes[0] == arg:
+            say("pause")
+            time.sleep(120)
+
+os.fsync = fsync
+runner.atomic_write_bytes = write
+say("ready")
+runner.run_chunked(fn, x, y, key=key, out_dir=out_dir, config=cfg.to_dict(), chunk_size=4,
+                   resume=True, progress=False)
+say("finished")
+"""
+
+
+def _launch(out_dir, mode, arg, wall, env, timeout=90):
+    """Run the child until it finishes (returns 0) or is SIGKILLed at its kill point (returns -9).
+
+    ``mode`` 'chunks': killed after ``arg`` newly written chunks; 'write': killed
+    inside the write of new chunk number ``arg`` (temp file complete, not yet
+    renamed); 'wall': killed ``wall`` seconds after it is ready, wherever it is;
+    'none': left to finish.
+    """
+    import queue
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, out_dir, mode, str(arg), here],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l.strip()) for l in proc.stdout] + [lines.put(None)],
+                     daemon=True).start()
+    deadline, kill_at = time.time() + timeout, None
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=0.01)
+            except queue.Empty:
+                line = ""
+            if line is None:
+                break                                           # stdout closed: the child exited
+            if line == "ready" and mode == "wall":
+                kill_at = time.time() + wall
+            if line == "pause" or (kill_at is not None and time.time() >= kill_at):
+                proc.send_signal(signal.SIGKILL)
+                break
+            assert time.time() < deadline, "child hung"
+    finally:
+        rc = proc.wait(timeout=30)
+    if rc not in (0, -signal.SIGKILL):
+        raise AssertionError(proc.stderr.read())
+    return rc
+
+
+def _chunk_files(out_dir):
+    return sorted(f for f in os.listdir(out_dir) if f.startswith("chunk_") and f.endswith(".npz"))
+
+
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
+def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_path, seed):
+    """Kill a real process (SIGKILL) at seeded-random points: after a random number of
+    finished chunks, inside a chunk's atomic write, and at random wall times; resume until
+    done. The result is bit-identical to an uninterrupted run, every point index appears in
+    exactly one chunk, finished chunks are never rewritten, the manifest stays intact and
+    leftover temporary files are never taken for chunks."""
+    import time
+
+    n, chunk, n_chunks = 62, 4, 16
+    env = dict(os.environ, _RCURVES_CHUNK_DELAY="0.03",
+               JAX_COMPILATION_CACHE_DIR=str(tmp_path.parent / "jax-cache-sigkill"),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    clean = str(tmp_path / "clean")
+    assert _launch(clean, "none", 0, None, env) == 0
+    reference = load_result(clean)
+    assert reference["distance"].shape == (n,) and np.isfinite(reference["distance"]).all()
+    manifest = json.load(open(os.path.join(clean, "manifest.json")))
+
+    rng = np.random.default_rng(seed)
+    plan = [("chunks", int(rng.integers(1, 4)), None), ("write", int(rng.integers(0, 3)), None),
+            ("wall", 0, float(rng.uniform(0.0, 0.25))), ("wall", 0, float(rng.uniform(0.0, 0.25)))]
+    plan = [plan[i] for i in rng.permutation(len(plan))] + [("none", 0, None)]
+    out = str(tmp_path / "killed")
+    kills, seen = 0, {}
+    for mode, arg, wall in plan:
+        t0 = time.time_ns()
+        rc = _launch(out, mode, arg, wall, env)
+        if rc == 0:
+            break
+        kills += 1
+        done = _chunk_files(out)
+        # finished chunks survive, untouched; each is complete and holds its own indices
+        assert set(seen) <= set(done)
+        for f in done:
+            i = int(f[6:12])
+            st = os.stat(os.path.join(out, f))
+            if f in seen:
+                assert st.st_mtime_ns == seen[f], f"{f} was rewritten after it was finished"
+            else:
+                assert st.st_mtime_ns >= t0 - 10**9
+            seen[f] = st.st_mtime_ns
+            with np.load(os.path.join(out, f)) as z:
+                np.testing.assert_array_equal(z["_index"], np.arange(i * chunk, min(n, (i + 1) * chunk)))
+                for k in reference:
+                    np.testing.assert_array_equal(z[k], reference[k][i * chunk:(i + 1) * chunk])
+        assert json.load(open(os.path.join(out, "manifest.json"))) == manifest
+        assert not os.path.exists(os.path.join(out, "result.npz"))
+        if mode == "write":
+            # killed between writing the temp file and renaming it: the temp file is left
+            # behind, its chunk is not there, and it is not taken for one
+            temps = [f for f in os.listdir(out) if f.startswith(".tmp-")
+                     and os.stat(os.path.join(out, f)).st_mtime_ns >= t0]
+            assert len(temps) == 1 and "-chunk_" in temps[0], temps
+            assert temps[0].split("-", 2)[-1] not in done
+    assert rc == 0 and kills >= 3, (kills, plan)
+    res = load_result(out)
+    assert set(res) == set(reference)
+    for k in reference:
+        np.testing.assert_array_equal(res[k], reference[k])
+    files = _chunk_files(out)
+    assert files == [f"chunk_{i:06d}.npz" for i in range(n_chunks)]
+    index = np.concatenate([np.load(os.path.join(out, f))["_index"] for f in files])
+    np.testing.assert_array_equal(np.sort(index), np.arange(n))   # every point exactly once
+    assert index.size == n
+    for f, mtime in seen.items():                                 # chunks finished before a kill
+        assert os.stat(os.path.join(out, f)).st_mtime_ns == mtime  # were never recomputed
+    assert json.load(open(os.path.join(out, "manifest.json"))) == manifest
