@@ -117,6 +117,13 @@ def time_interleaved(fns: Mapping[str, Callable[[], Any]], repeats: int = 3,
     return {k: Timing(first[k], times[k], statistics.median(times[k]), cpu[k]) for k in fns}
 
 
+def paired_ratio(a: "Timing", *refs: "Timing") -> float:
+    """Median over rounds of ``a``'s time over the fastest reference's time in
+    the same round of :func:`time_interleaved` (robust to load that changes
+    from round to round on a shared machine)."""
+    return statistics.median(t / min(r.times[i] for r in refs) for i, t in enumerate(a.times))
+
+
 def timed(fn: Callable[[], Any]) -> tuple:
     """``(seconds, output)`` of one blocking call."""
     return _run(fn)[:2]

@@ -1,6 +1,6 @@
 """Attack strength at an equal gradient budget, against exact minimal distances.
 
-Four ways to spend the same number ``G`` of gradient evaluations per point on
+Five ways to spend the same number ``G`` of gradient evaluations per point on
 ``attacks.minimal_distance`` (default ``G = (1 + 10) * 20 = 220``):
 
 * ``fixed-step``: bisection over the radius with fixed-step PGD, step
@@ -8,8 +8,11 @@ Four ways to spend the same number ``G`` of gradient evaluations per point on
   (``refine_steps=0``) — the classic method; it still keeps the engine's warm
   start from the best adversarial and uses the norm of the adversarial found
   (not the radius tried) as the upper end of the bracket;
-* ``default``: APGD steps, warm starts, ray refinement (4 forward passes per
-  round);
+* ``default``: the library's defaults: APGD steps, warm starts, ray
+  refinement (4 forward passes per round), one lane per round for l_inf and
+  l_2 and two lanes of half the steps for l_1 (``DEFAULT_SCHEDULE``);
+* ``one lane``: the default with one lane of all the steps (the l_1 default of
+  earlier versions);
 * ``restarts=2``: the default with two lanes per radius (one warm start, one
   random) and half the steps;
 * ``candidates=3``: three radii per round as parallel lanes, fewer rounds
@@ -56,6 +59,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import attacks  # noqa: E402
+from attacks.minimal import DEFAULT_SCHEDULE  # noqa: E402
 from rcurves.datasets import parabola_distance, parabola_logits_fn  # noqa: E402
 
 DUAL = {"linf": 1.0, "l2": 2.0, "l1": np.inf}
@@ -65,20 +69,25 @@ DUAL = {"linf": 1.0, "l2": 2.0, "l1": np.inf}
 # methods at an equal budget
 
 
-def methods(search_steps: int, steps: int):
-    """``{name: kwargs of minimal_distance}``, all within ``(1 + search_steps) * steps`` gradients."""
+def methods(search_steps: int, steps: int, norm: str = "linf"):
+    """``{name: kwargs of minimal_distance}`` for ``norm``, all within ``(1 + search_steps) * steps`` gradients."""
+    lanes = DEFAULT_SCHEDULE[norm][0]
     G = (1 + search_steps) * steps
     rounds_c = max(2, (search_steps + 1) * 5 // 11)
     return {
         "fixed-step": dict(search_steps=search_steps, steps=steps, step_size=0.1, restarts=1, refine_steps=0),
-        "default": dict(search_steps=search_steps, steps=steps),
+        # the library's per-norm default (attacks.minimal.DEFAULT_SCHEDULE): one lane of
+        # ``steps`` for l_inf / l_2, two lanes of ``steps // 2`` for l_1
+        "default": dict(search_steps=search_steps, steps=max(1, steps // lanes), restarts=lanes),
+        "one lane": dict(search_steps=search_steps, steps=steps, restarts=1),
         "restarts=2": dict(search_steps=search_steps, steps=max(1, steps // 2), restarts=2),
-        "candidates=3": dict(search_steps=rounds_c - 1, steps=max(1, G // (3 * rounds_c)), candidates=3),
+        "candidates=3": dict(search_steps=rounds_c - 1, steps=max(1, G // (3 * rounds_c)), candidates=3,
+                             restarts=1),
     }
 
 
 def budget(kw) -> int:
-    return (1 + kw["search_steps"]) * kw.get("candidates", 1) * kw.get("restarts", 1) * kw["steps"]
+    return (1 + kw["search_steps"]) * kw.get("candidates", 1) * kw["restarts"] * kw["steps"]
 
 
 # ---------------------------------------------------------------------------
@@ -175,7 +184,7 @@ def ratio_stats(d: np.ndarray, exact: np.ndarray) -> dict:
             "min_ratio": float(np.min(r)), "below_exact": int(np.sum(r < 1 - 1e-4))}
 
 
-def run_exact(args, meths, key, norms_filter):
+def run_exact(args, key, norms_filter):
     rows = []
     rng = np.random.default_rng(args.seed)
     names = list(PROBLEMS) if not args.quick else ["binary linear d=100", "l2 ball d=50"]
@@ -189,7 +198,7 @@ def run_exact(args, meths, key, norms_filter):
                 continue
             ex = exact_fn(norm)
             eps_max = float(2.0 * ex[ok].max())
-            for mname, kw in meths.items():
+            for mname, kw in methods(args.search_steps, args.steps, norm).items():
                 t0 = time.perf_counter()
                 res = attacks.minimal_distance(logits_fn, xj, yj, norm=norm, key=key, eps_max=eps_max,
                                                bounds=None, **kw)
@@ -204,13 +213,14 @@ def run_exact(args, meths, key, norms_filter):
     return rows
 
 
-def run_mnist(args, meths, key):
+def run_mnist(args, key):
     logits_fn, info = C.mnist_model("mlp")
     x, y = C.mnist_points(logits_fn, args.n_mnist)
     rows, per_point = [], {}
     for norm in ("linf", "l2"):
         dists = {}
-        for mname, kw in meths.items():
+        ms = methods(args.search_steps, args.steps, norm)
+        for mname, kw in ms.items():
             t0 = time.perf_counter()
             res = attacks.minimal_distance(logits_fn, x, y, norm=norm, key=key, **kw)
             dists[mname] = np.asarray(res.distance, np.float64)
@@ -221,7 +231,7 @@ def run_mnist(args, meths, key):
         for i, mname in enumerate(dists):
             others = np.delete(D, i, axis=0).min(axis=0)
             rows.append({
-                "model": "MNIST MLP", "norm": norm, "method": mname, "G": budget(meths[mname]),
+                "model": "MNIST MLP", "norm": norm, "method": mname, "G": budget(ms[mname]),
                 "n": x.shape[0], "median_dist": C.median(D[i]),
                 "broken": float(np.mean(np.isfinite(D[i]))),
                 "is_smallest": float(np.mean(D[i] <= best * (1 + 1e-4))),
@@ -248,13 +258,13 @@ def main(argv=None):
         args.norms = "linf,l2"
     args.n_mnist = args.n or (16 if args.quick else 256)
     args.n_exact = args.n_exact or (64 if args.quick else 256)
-    meths = methods(args.search_steps, args.steps)
+    meths = {norm: methods(args.search_steps, args.steps, norm) for norm in DEFAULT_SCHEDULE}
     key = jax.random.PRNGKey(args.seed)
     out = {"benchmark": "attack_strength", "machine": C.machine_info(),
-           "config": {"methods": meths, "budgets": {k: budget(v) for k, v in meths.items()},
+           "config": {"methods": meths, "budgets": {k: budget(v) for k, v in meths["linf"].items()},
                       "n_exact": args.n_exact, "n_mnist": args.n_mnist, "quick": args.quick}}
     print(f"budgets (gradient evaluations per point): {out['config']['budgets']}; {C.load_string()}")
-    rows = run_exact(args, meths, key, set(args.norms.split(",")))
+    rows = run_exact(args, key, set(args.norms.split(",")))
     out["exact"] = rows
     print()
     C.print_table(rows, ["model", "norm", "method", "G", "n", "median_excess_%", "p90_excess_%", "within_1%",
@@ -262,7 +272,7 @@ def main(argv=None):
                   title="distance / exact minimal distance, as excess in % (0 = exact; a miss counts as inf)")
     if not args.no_mnist:
         print()
-        mrows, per_point, info = run_mnist(args, meths, key)
+        mrows, per_point, info = run_mnist(args, key)
         out["mnist"] = {"model": info, "rows": mrows, "distances": per_point}
         print()
         C.print_table(mrows, ["model", "norm", "method", "G", "n", "median_dist", "broken", "is_smallest",

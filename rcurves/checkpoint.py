@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from typing import Any, Dict, NamedTuple, Optional
 
@@ -49,11 +50,26 @@ class Checkpoint(NamedTuple):
     metrics: Dict[str, Any]
 
 
+_TEMP_PREFIX = ".tmp-"
+# mkstemp(prefix, suffix) names: prefix + 8 characters of tempfile's alphabet + suffix
+_TEMP_NAME = re.compile(r"^" + re.escape(_TEMP_PREFIX) + r"[a-z0-9_]{8}-(?P<target>.+)$")
+
+
+def atomic_temp_target(name: str) -> Optional[str]:
+    """The file name an :func:`atomic_write_bytes` temp file named ``name`` was for, else None.
+
+    A process killed in the middle of an atomic write leaves such a temp file
+    behind (never the target: that only appears, complete, with the rename).
+    """
+    m = _TEMP_NAME.match(name)
+    return m.group("target") if m else None
+
+
 def atomic_write_bytes(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file + fsync + ``os.replace``)."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix="-" + os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=_TEMP_PREFIX, suffix="-" + os.path.basename(path))
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual permissions
         with os.fdopen(fd, "wb") as f:
@@ -226,6 +242,7 @@ def _check_tree(tree: Any, model: ModelConfig, path: str) -> None:
 __all__ = [
     "Checkpoint",
     "CheckpointError",
+    "atomic_temp_target",
     "atomic_write_bytes",
     "atomic_write_json",
     "load_checkpoint",

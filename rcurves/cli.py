@@ -331,8 +331,8 @@ class AttackSettings:
     """Attack budget of a curves run (per norm, see ``runner.DistanceConfig``)."""
 
     search_steps: int = 10
-    steps: int = 20
-    restarts: int = 1
+    steps: Optional[int] = None      # None: attacks.minimal_distance's per-norm default
+    restarts: Optional[int] = None
     cw: bool = True
     cw_binary_search_steps: int = 5
     cw_steps: int = 50
@@ -771,7 +771,7 @@ def cmd_curves(args) -> int:
     )
     for name in ("search_steps", "steps", "restarts", "cw_binary_search_steps", "cw_steps"):
         v = getattr(attack, name)
-        if v < (0 if name == "search_steps" else 1):
+        if v is not None and v < (0 if name == "search_steps" else 1):
             raise UserError(f"--{name.replace('_', '-')}: expected a positive integer, got {v}")
     t0 = time.time()
     dist = compute_distances(
@@ -1019,8 +1019,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest radius searched per norm (default: the diameter of the --bounds box; "
                         "required with --bounds none), e.g. linf=0.5 l2=6")
     p.add_argument("--search-steps", type=int, default=10, help="radius-search rounds (default 10)")
-    p.add_argument("--steps", type=int, default=20, help="PGD steps per round (default 20)")
-    p.add_argument("--restarts", type=int, default=1, help="PGD restarts per round (default 1)")
+    p.add_argument("--steps", type=int, default=None, help="PGD steps per lane and round (default 20; l1: 10)")
+    p.add_argument("--restarts", type=int, default=None,
+                   help="PGD lanes per round, one warm start and random restarts (default 1; l1: 2)")
     p.add_argument("--no-cw", action="store_true", help="l2: skip Carlini-Wagner")
     p.add_argument("--cw-binary-search-steps", type=int, default=5, help="CW constant search rounds (default 5)")
     p.add_argument("--cw-steps", type=int, default=50, help="CW Adam steps per round (default 50)")

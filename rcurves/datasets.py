@@ -702,14 +702,41 @@ def load_dataset(name: str, split: str = "all") -> Tuple[np.ndarray, np.ndarray]
 
 
 def dataset_fingerprint(x: Any, y: Any = None) -> str:
-    """Hex sha256 over the bytes, shape and dtype of ``x`` (and ``y``), for caches."""
-    h = hashlib.sha256()
+    """Hex sha256 over the bytes, shape and dtype of ``x`` (and ``y``), for caches.
+
+    An ``np.memmap`` (``np.load(path, mmap_mode='r')``) is hashed chunk by chunk
+    (its pages released as it goes, :mod:`rcurves.streaming`), so memory stays bounded whatever the file size; the digest is the
+    one of the same array in memory.
+    """
+    parts = []
     for name, a in (("x", x), ("y", y)):
         if a is None:
             if name == "x":
                 raise ValueError("x: expected an array, got None")
             continue
-        arr = np.ascontiguousarray(np.asarray(a))
-        h.update(f"{name}:{arr.shape}:{arr.dtype.str};".encode())
-        h.update(arr.tobytes())
+        if isinstance(a, np.memmap) and a.ndim >= 1:
+            from rcurves.streaming import _iter_views
+
+            rows = max(1, _FINGERPRINT_BLOCK_BYTES // max(1, a[:1].nbytes))
+            parts.append((name, a.shape, a.dtype, (v for _, v in _iter_views(a, rows))))
+        else:
+            arr = np.ascontiguousarray(np.asarray(a))
+            parts.append((name, arr.shape, arr.dtype, (arr,)))
+    return _fingerprint(parts)
+
+
+_FINGERPRINT_BLOCK_BYTES = 4 << 20
+
+
+def _fingerprint(parts) -> str:
+    """The :func:`dataset_fingerprint` digest of ``[(name, shape, dtype, blocks)]``.
+
+    ``blocks`` yields the array's rows in order (any split); their C-order bytes
+    are hashed one block at a time, so the whole array is never needed at once.
+    """
+    h = hashlib.sha256()
+    for name, shape, dtype, blocks in parts:
+        h.update(f"{name}:{tuple(shape)}:{np.dtype(dtype).str};".encode())
+        for block in blocks:
+            h.update(memoryview(np.ascontiguousarray(block, dtype=dtype)).cast("B"))  # no copy
     return h.hexdigest()

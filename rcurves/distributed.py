@@ -190,7 +190,13 @@ def per_shard(fn: Callable) -> Callable:
     of a batch on the host (the sparsity estimators pick the points to search
     and batch them by count), so that each device must see exactly the batch a
     1-device run would: then results are bit-identical. Arrays without a
-    multi-device sharding: ``fn`` is called once, unchanged. One host only.
+    multi-device sharding: ``fn`` is called once, unchanged.
+
+    Several hosts (a mesh from ``make_mesh('all')`` after
+    ``jax.distributed.initialize``): each host runs ``fn`` on the shards of its
+    own devices only, and the outputs are returned as global jax arrays
+    sharded like the input (each output must keep the shard's rows), which
+    :func:`to_host` (as ``run_chunked`` does) all-gathers.
     """
     import concurrent.futures
 
@@ -209,7 +215,22 @@ def per_shard(fn: Callable) -> Callable:
 
         with concurrent.futures.ThreadPoolExecutor(len(shards[0])) as pool:
             outs = list(pool.map(run, range(len(shards[0]))))
-        return jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0), *outs)
+        if arrays[0].is_fully_addressable:
+            return jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0), *outs)
+        if not isinstance(sh, NamedSharding):
+            raise ValueError(f"per_shard: several hosts need a NamedSharding on the points axis, got {sh!r}")
+        out_sharding = NamedSharding(sh.mesh, P(sh.spec[0] if len(sh.spec) else None))
+        rows = [s.data.shape[0] for s in shards[0]]
+
+        def assemble(*parts):  # this host's shards of one output -> the global array
+            if [p.shape[0] for p in parts] != rows:
+                raise ValueError(f"per_shard: fn must return one row per point of its shard "
+                                 f"({rows} rows), got {[p.shape for p in parts]}")
+            placed = [jax.device_put(p, s.device) for p, s in zip(parts, shards[0])]
+            shape = (arrays[0].shape[0],) + parts[0].shape[1:]
+            return jax.make_array_from_single_device_arrays(shape, out_sharding, placed)
+
+        return jax.tree_util.tree_map(assemble, *outs)
 
     return wrapped
 

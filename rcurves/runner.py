@@ -34,19 +34,47 @@ not part of the manifest: a run started on 4 devices resumes on 1 (or the other
 way round) with identical results. After ``jax.distributed.initialize()`` a
 mesh may span hosts (``make_mesh('all')``); every host then runs the same loop
 on the same full data and the outputs are all-gathered (each host writes the
-same files, so give each host its own ``out_dir`` unless the file system is shared).
+same files, so give each host its own ``out_dir`` unless the file system is shared;
+on resume the hosts agree on the chunks to compute: those that any host lacks).
 
 :func:`make_distance_fn` builds the usual per-chunk function: the minimal
 distance by the radius search of ``attacks.minimal_distance`` (PGD as the
 oracle) and, for l_2, also Carlini-Wagner (paper 000, Section 3.1 / Appendix
 C.2), keeping per point the smallest *verified* distance of the attacks run.
+
+Data larger than memory: ``x`` may be an ``np.memmap`` (``np.load(path,
+mmap_mode='r')``). It is then never read whole: one streaming pass, block by
+block, checks it (floating dtype, shape, finite values: a NaN anywhere raises
+the ``ValueError`` before anything is compiled or written) and computes the
+data fingerprint of the manifest — the same digest as for the array in
+memory, so a run started in memory resumes on the memory-mapped file and the
+other way round. Each chunk's rows are then read from the map when the chunk
+is computed. Both passes release the map's pages as they go
+(:mod:`rcurves.streaming`), so the process's memory is bounded by the chunk
+size, not by the file size; only ``y`` and the per-point results (``O(n)``
+numbers) are held whole. The validation pass reads the file once more than
+strictly needed; it is done up front because the manifest needs the
+fingerprint before the first chunk anyway, and because a bad value found
+hours into a run would waste them. An iterator of chunks is not accepted: the
+manifest needs ``n`` and the fingerprint before the first chunk, and resuming
+needs to read chunk ``i`` again; :func:`rcurves.streaming.map_points` takes
+iterators (without persistence or resume), or save the chunks to an ``.npy``
+and pass its memory map.
+
+A run killed inside an atomic write leaves a temporary file
+(``.tmp-XXXXXXXX-chunk_000007.npz``) behind; the next start or resume in the
+same ``out_dir`` deletes those of this run's files (older than the call)
+unless several JAX processes run (another host may be writing into a shared
+``out_dir`` at that moment).
 """
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import io
 import json
 import os
+import re
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
@@ -56,8 +84,9 @@ import numpy as np
 
 import attacks
 from attacks import checks
-from rcurves.checkpoint import atomic_write_bytes, atomic_write_json
+from rcurves.checkpoint import atomic_temp_target, atomic_write_bytes, atomic_write_json
 from rcurves.distributed import resolve_mesh, shard_points, to_host
+from rcurves.streaming import _release_pages
 
 FORMAT = "rcurves-run"
 VERSION = 1
@@ -77,7 +106,8 @@ class DistanceConfig:
 
     Attributes:
       norm: 'linf', 'l2' or 'l1'.
-      search_steps, steps, restarts, candidates: of ``attacks.minimal_distance``.
+      search_steps, steps, restarts, candidates: of ``attacks.minimal_distance``
+        (``steps``/``restarts`` None: its per-norm defaults, filled in here).
       eps_max: largest radius searched (None: the box's diameter).
       cw: also run Carlini-Wagner (l_2 only) and keep the smaller distance.
       cw_binary_search_steps, cw_steps, cw_lr: of ``attacks.carlini_wagner_l2``.
@@ -86,8 +116,8 @@ class DistanceConfig:
 
     norm: str = "linf"
     search_steps: int = 10
-    steps: int = 20
-    restarts: int = 1
+    steps: Optional[int] = None
+    restarts: Optional[int] = None
     candidates: int = 1
     eps_max: Optional[float] = None
     cw: bool = False
@@ -98,6 +128,9 @@ class DistanceConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "norm", checks.check_norm(self.norm))
+        restarts, steps = attacks.minimal.default_schedule(self.norm, self.restarts, self.steps)
+        object.__setattr__(self, "restarts", restarts)
+        object.__setattr__(self, "steps", steps)
         if self.cw and self.norm != "l2":
             raise ValueError(f"cw: Carlini-Wagner measures l2 distances, not {self.norm}")
         for name in ("steps", "restarts", "candidates", "cw_binary_search_steps", "cw_steps"):
@@ -132,7 +165,7 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
             search_steps=cfg.search_steps, steps=cfg.steps, restarts=cfg.restarts,
             candidates=cfg.candidates, bounds=cfg.bounds,
         )
-        out["pgd"] = np.asarray(res.distance)
+        out["pgd"] = to_host(res.distance)  # all-gathered when the mesh spans hosts
         best = out["pgd"]
         if cfg.cw:
             cw_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
@@ -140,7 +173,7 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
                 logits_fn, x, y, key=cw_keys, binary_search_steps=cfg.cw_binary_search_steps,
                 steps=cfg.cw_steps, lr=cfg.cw_lr, bounds=cfg.bounds,
             )
-            out["cw"] = np.asarray(res_cw.distance)
+            out["cw"] = to_host(res_cw.distance)
             best = np.minimum(best, out["cw"])
         out["distance"] = best
         return out
@@ -217,6 +250,107 @@ def _diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
+_SCAN_BYTES = 4 << 20  # block size of the validation + fingerprint pass over a memory map
+_RUN_FILE = re.compile(r"^(chunk_\d{6}\.npz|" + re.escape(MANIFEST) + "|" + re.escape(RESULT) + ")$")
+
+
+class _MappedRows:
+    """A memory-mapped ``x`` seen as float32 rows: ``rows[idx]`` reads only the rows in ``idx``.
+
+    Each contiguous run of the requested rows is converted into a fresh float32
+    buffer straight from the map, whose pages are then released
+    (:func:`rcurves.streaming._release_pages`), so reading chunk after chunk
+    keeps memory bounded by the chunk size.
+    """
+
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, mm: np.memmap):
+        self._mm = mm
+        self.shape = tuple(mm.shape)
+        self.ndim = mm.ndim
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, idx) -> np.ndarray:
+        idx = np.asarray(idx)
+        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+            raise TypeError("rows are read by a 1-D integer index array")
+        uniq = np.unique(idx)
+        out = np.empty((uniq.size,) + self.shape[1:], np.float32)
+        pos = 0
+        for run in np.split(uniq, np.flatnonzero(np.diff(uniq) != 1) + 1):
+            a, b = int(run[0]), int(run[-1]) + 1
+            part = self._mm[a:b]
+            out[pos:pos + b - a] = part        # float32 conversion, as checks.check_array does
+            _release_pages(part)
+            pos += b - a
+        return out[np.searchsorted(uniq, idx)]
+
+
+def _check_mapped_x(x: np.memmap) -> None:
+    """``checks.check_array(x, 'x', min_ndim=1)`` without reading the data (values: :func:`_scan_mapped`)."""
+    dt = np.dtype(x.dtype)
+    if not np.issubdtype(dt, np.floating):
+        if np.issubdtype(dt, np.integer) or dt == np.bool_:
+            raise ValueError(
+                f"x: expected a floating array (float16/32/64), got dtype {dt}; scale integer images to floats first"
+            )
+        raise ValueError(f"x: expected a real floating array, got dtype {dt}")
+    if x.ndim < 1:
+        raise ValueError(f"x: expected at least 1 dimensions, got shape {tuple(x.shape)}")
+    if x.size == 0:
+        raise ValueError(f"x: expected a non-empty array, got shape {tuple(x.shape)}")
+
+
+def _scan_mapped(x: np.memmap, y: np.ndarray) -> str:
+    """One streaming pass over a memory-mapped ``x``: finite values, and the fingerprint.
+
+    The fingerprint is ``dataset_fingerprint(x as float32, y)``, what the
+    in-memory path computes, hashed block by block; the blocks' pages are
+    released as they are read (:func:`rcurves.streaming._iter_views`).
+    """
+    from rcurves.datasets import _fingerprint
+    from rcurves.streaming import _iter_views
+
+    rows = max(1, _SCAN_BYTES // max(1, x[:1].nbytes))
+
+    def blocks():
+        for start, part in _iter_views(x, rows):  # read in place, no copy for float32
+            ok = np.isfinite(part)
+            if not ok.all():
+                bad = "NaN" if np.isnan(part).any() else "inf"
+                first = start + int(np.flatnonzero(~ok.reshape(len(part), -1).all(axis=1))[0])
+                raise ValueError(f"x: contains {bad} values (first in row {first})")
+            del ok
+            yield np.asarray(part).astype(np.float32, copy=False)
+
+    return _fingerprint([("x", x.shape, np.float32, blocks()), ("y", y.shape, y.dtype, (y,))])
+
+
+def _remove_stale_temps(out_dir: str, before_ns: int) -> None:
+    """Delete temp files of killed atomic writes of this run's files in ``out_dir`` (not below it).
+
+    Only names :func:`rcurves.checkpoint.atomic_temp_target` recognises, for a
+    chunk, the manifest or the result, last modified before ``before_ns`` (the
+    start of this call: a killed process's files are older). Skipped when
+    several JAX processes run: another host may be mid-write in a shared ``out_dir``.
+    """
+    if jax.process_count() > 1:
+        return
+    for name in os.listdir(out_dir):
+        target = atomic_temp_target(name)
+        if target is None or not _RUN_FILE.match(target):
+            continue
+        path = os.path.join(out_dir, name)
+        try:
+            if os.path.isfile(path) and not os.path.islink(path) and os.stat(path).st_mtime_ns < before_ns:
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
 def run_chunked(
     fn: ChunkFn,
     x,
@@ -238,7 +372,11 @@ def run_chunked(
     Args:
       fn: ``fn(x_chunk, y_chunk, keys_chunk) -> {name: (m,) array}``; point
         ``i`` must depend only on ``x[i], y[i], keys[i]``.
-      x: ``(n, *shape)`` inputs; y: ``(n,)`` labels.
+      x: ``(n, *shape)`` inputs: an array, or an ``np.memmap``
+        (``np.load(path, mmap_mode='r')``), read chunk by chunk with memory
+        bounded by ``chunk_size`` (module docstring). Not an iterator of
+        chunks (use :func:`rcurves.streaming.map_points` for those).
+      y: ``(n,)`` labels (held in memory).
       key: one PRNG key; point ``i`` receives ``fold_in(key, i)``.
       out_dir: the run directory (created if needed).
       config: JSON-serialisable description of the computation (model
@@ -265,6 +403,8 @@ def run_chunked(
       ``out_dir/result.npz``.
 
     Raises:
+      ValueError: bad arguments, naming the argument (NaN or inf in ``x``,
+        also in a memory map, is found before anything is computed).
       RunnerError: ``resume`` and the run in ``out_dir`` was made with a
         different configuration, data, ``n``, ``chunk_size`` or key.
     """
@@ -272,13 +412,30 @@ def run_chunked(
 
     if on_mismatch not in ("error", "restart"):
         raise ValueError(f"on_mismatch: expected 'error' or 'restart', got {on_mismatch!r}")
+    started_ns = time.time_ns()
     mesh = resolve_mesh(mesh, devices)
-    x = np.asarray(checks.check_array(x, "x", min_ndim=1))
+    if isinstance(x, collections.abc.Iterator):
+        raise ValueError(
+            f"x: expected an array or a memory map (np.load(path, mmap_mode='r')), got an iterator "
+            f"({type(x).__name__}); run_chunked records n and a data fingerprint before the first chunk "
+            "and re-reads chunks on resume: use rcurves.streaming.map_points for iterators, or save "
+            "the chunks to an .npy file and pass its memory map"
+        )
+    mapped = isinstance(x, np.memmap)
+    if mapped:  # never read whole (module docstring)
+        _check_mapped_x(x)
+    else:
+        x = np.asarray(checks.check_array(x, "x", min_ndim=1))
     y = np.asarray(checks.check_labels(y, x.shape[0], "y"))
     chunk_size = checks.check_positive_int(chunk_size, "chunk_size")
     key = _raw_key(key)
     n = x.shape[0]
-    manifest = _manifest(config, dataset_fingerprint(x, y), n, chunk_size, key)
+    if mapped:
+        fingerprint = _scan_mapped(x, y)
+        x = _MappedRows(x)
+    else:
+        fingerprint = dataset_fingerprint(x, y)
+    manifest = _manifest(config, fingerprint, n, chunk_size, key)
     os.makedirs(out_dir, exist_ok=True)
     mpath = os.path.join(out_dir, MANIFEST)
     n_chunks = -(-n // chunk_size)
@@ -296,6 +453,7 @@ def run_chunked(
                 f"cannot resume {out_dir}: it holds results for a different run ({why}); "
                 "use another output directory or run without --resume"
             )
+    _remove_stale_temps(out_dir, started_ns)
     if not (os.path.exists(mpath) and resume) or why is not None:
         resume = False
         _clear_run(out_dir)
@@ -336,10 +494,26 @@ def run_chunked(
             if bar is not None:
                 bar.update(b - a)
 
-    for i in range(n_chunks):
+    def load(i):
         start, stop = i * chunk_size, min(n, (i + 1) * chunk_size)
         path = chunk_path(out_dir, i)
-        arrays = _load_chunk(path, start, stop) if resume and os.path.exists(path) else None
+        return _load_chunk(path, start, stop) if resume and os.path.exists(path) else None
+
+    agreed = None
+    if jax.process_count() > 1:
+        # Several hosts: every call of fn is collective, so all hosts must compute the same
+        # chunks. A host's out_dir may hold chunks another's lacks (a host killed between
+        # writes): recompute every chunk that some host lacks (the results are the same).
+        from jax.experimental import multihost_utils
+
+        mine = {i: load(i) for i in range(n_chunks)}
+        have = np.array([mine[i] is not None for i in range(n_chunks)], np.int32)
+        every = np.asarray(multihost_utils.process_allgather(have)).reshape(-1, n_chunks).min(axis=0)
+        agreed = {i: (mine[i] if every[i] else None) for i in range(n_chunks)}
+
+    for i in range(n_chunks):
+        start, stop = i * chunk_size, min(n, (i + 1) * chunk_size)
+        arrays = load(i) if agreed is None else agreed[i]
         if arrays is not None:
             parts[i] = arrays
             if bar is not None:

@@ -61,6 +61,22 @@ def _read_rows(x, start: int, stop: int) -> np.ndarray:
     return out
 
 
+def _iter_views(x, chunk_size: int) -> Iterator[Tuple[int, Any]]:
+    """Yield ``(start, x[start:start + chunk_size])``, views, not copies (for read-only passes).
+
+    For a memory map each view's pages are released when the consumer asks
+    for the next one (or stops): a pass over the whole file keeps about one
+    block resident. A view used after its release still reads the right data
+    (the pages fault back in from the page cache).
+    """
+    for start in range(0, x.shape[0], chunk_size):
+        part = x[start:start + chunk_size]
+        try:
+            yield start, part
+        finally:
+            _release_pages(part)
+
+
 def iter_chunks(x, y=None, *, chunk_size: int) -> Iterator[Tuple[int, np.ndarray, Optional[np.ndarray]]]:
     """Yield ``(start, x_chunk, y_chunk)``; x may be an array, a memmap or an iterator of pairs.
 

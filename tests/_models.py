@@ -3,6 +3,16 @@ import jax.numpy as jnp
 import numpy as np
 
 
+def linear_data(d: int = 50, n: int = 48, seed: int = 1, b: float = 0.2):
+    """A random binary linear problem: ``(w (d,), b, x (n, d), y (n,))``, y = [w.x + b > 0]."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=d).astype(np.float32)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    b = np.float32(b)
+    y = (x @ w + b > 0).astype(np.int32)
+    return w, b, x, y
+
+
 def binary_linear(w, b):
     """Two-logit form [-(w.x+b)/2, (w.x+b)/2] of sign(w.x + b) (DESIGN.md)."""
     w = jnp.asarray(w, jnp.float32)

@@ -6,7 +6,7 @@ import pytest
 
 import attacks
 from attacks.ddn import _ddn_jit, cosine_schedule, ddn
-from _models import binary_linear, exact_binary, exact_multiclass, multiclass_linear
+from _models import binary_linear, exact_binary, exact_multiclass, linear_data, multiclass_linear
 from test_fmn import exact_box_linear
 
 KEY = jax.random.PRNGKey(0)
@@ -15,12 +15,7 @@ RTOL = 1e-5  # float32 re-check tolerance
 
 @pytest.fixture(scope="module")
 def binary_case():
-    rng = np.random.default_rng(1)
-    d, n = 50, 48
-    w = rng.normal(size=d).astype(np.float32)
-    b = np.float32(0.2)
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    y = (x @ w + b > 0).astype(np.int32)
+    w, b, x, y = linear_data()
     return binary_linear(w, b), x, y, exact_binary(w, b, x, "l2")
 
 

@@ -5,7 +5,7 @@ import pytest
 
 import attacks
 from attacks.fmn import _fmn_jit, fmn
-from _models import binary_linear, exact_binary, exact_multiclass, multiclass_linear
+from _models import binary_linear, exact_binary, exact_multiclass, linear_data, multiclass_linear
 
 KEY = jax.random.PRNGKey(0)
 RTOL = 1e-5  # float32 re-check tolerance
@@ -15,12 +15,7 @@ TOL = {"linf": 1.01, "l2": 1.01, "l1": 1.05}
 
 @pytest.fixture(scope="module")
 def binary_case():
-    rng = np.random.default_rng(1)
-    d, n = 50, 48
-    w = rng.normal(size=d).astype(np.float32)
-    b = np.float32(0.2)
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    y = (x @ w + b > 0).astype(np.int32)
+    w, b, x, y = linear_data()
     return binary_linear(w, b), w, b, x, y
 
 

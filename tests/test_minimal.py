@@ -6,7 +6,7 @@ import pytest
 
 import attacks
 from attacks.minimal import _minimal_jit
-from _models import ball, binary_linear, exact_ball, exact_binary, exact_multiclass, multiclass_linear
+from _models import ball, binary_linear, exact_ball, exact_binary, exact_multiclass, linear_data, multiclass_linear
 
 KEY = jax.random.PRNGKey(0)
 RTOL = 1e-5  # float32 re-check tolerance
@@ -14,12 +14,7 @@ RTOL = 1e-5  # float32 re-check tolerance
 
 @pytest.fixture(scope="module")
 def linear_case():
-    rng = np.random.default_rng(1)
-    d, n = 50, 48
-    w = rng.normal(size=d).astype(np.float32)
-    b = np.float32(0.2)
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    y = (x @ w + b > 0).astype(np.int32)
+    w, b, x, y = linear_data()
     return w, b, x, y
 
 
@@ -177,3 +172,28 @@ def test_callable_inside_user_jit_and_shard_map(linear_case):
     sm = jax.shard_map(lambda xx, yy, kk: attacks.minimal_distance(f, xx, yy, key=kk, **kw).distance,
                        mesh=mesh, in_specs=(P("p"), P("p"), P("p")), out_specs=P("p"))
     np.testing.assert_allclose(np.asarray(sm(x, y, keys)), np.asarray(eager), rtol=1e-5)
+
+
+def _parabola_case(n=96, seed=0):
+    from rcurves.datasets import parabola_distance, parabola_logits_fn
+    rng = np.random.default_rng(seed)
+    x = np.stack([rng.uniform(-2, 2, 4 * n), rng.uniform(-1, 4, 4 * n)], axis=1)
+    x = x[parabola_distance(x, 2) > 0.01][:n].astype(np.float32)
+    f = parabola_logits_fn()
+    y = np.asarray(jnp.argmax(f(jnp.asarray(x)), axis=1))
+    ok = y == (x[:, 0].astype(np.float64) ** 2 > x[:, 1]).astype(np.int64)
+    return f, x[ok], y[ok], parabola_distance(x[ok], 1)
+
+
+def test_l1_default_uses_two_lanes_and_reaches_the_exact_parabola_distance():
+    """l1's sparse steps get stuck in a single lane on the curved parabola
+    boundary (001 Fig. 2); the per-norm default (two lanes of half the steps,
+    same budget) reaches the exact distance at the 90th percentile."""
+    f, x, y, exact = _parabola_case()
+    kw = dict(norm="l1", key=KEY, eps_max=float(2 * exact.max()), bounds=None)
+    res = attacks.minimal_distance(f, x, y, **kw)
+    explicit = attacks.minimal_distance(f, x, y, restarts=2, steps=10, **kw)
+    np.testing.assert_array_equal(np.asarray(res.distance), np.asarray(explicit.distance))
+    ratio = np.asarray(res.distance, np.float64) / exact
+    assert ratio.min() >= 1 - RTOL
+    assert np.quantile(ratio, 0.9) <= 1.01

@@ -355,3 +355,203 @@ def test_sigkill_at_random_points_then_resume_equals_an_uninterrupted_run(tmp_pa
     for f, mtime in seen.items():                                 # chunks finished before a kill
         assert os.stat(os.path.join(out, f)).st_mtime_ns == mtime  # were never recomputed
     assert json.load(open(os.path.join(out, "manifest.json"))) == manifest
+    # temp files of the writes killed mid-way were removed when the run resumed
+    assert not [f for f in os.listdir(out) if f.startswith(".tmp-")]
+
+
+# ---------------------------------------------------------------------------
+# memory maps: streamed validation and fingerprint, resumable across in-memory/mapped
+
+
+def _save(tmp_path, a, name="x.npy"):
+    path = str(tmp_path / name)
+    np.save(path, a)
+    return np.load(path, mmap_mode="r")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_run_started_in_memory_resumes_on_the_memory_mapped_data(tmp_path, monkeypatch, dtype):
+    """Same manifest (fingerprint of the float32 data), same results; only missing chunks run.
+    Blocks of the validation pass and of dataset_fingerprint are made tiny, so the digest is
+    assembled from many blocks."""
+    import rcurves.datasets as ds
+    import rcurves.runner as rn
+
+    monkeypatch.setattr(rn, "_SCAN_BYTES", 40)
+    monkeypatch.setattr(ds, "_FINGERPRINT_BLOCK_BYTES", 40)
+    x, y = data()
+    x = x.astype(dtype) + np.asarray(1e-9, dtype)            # float64: digits float32 rounds away
+    mm = _save(tmp_path, x)
+    assert isinstance(mm, np.memmap)
+    assert ds.dataset_fingerprint(mm, y) == ds.dataset_fingerprint(x, y)
+    full = run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(tmp_path / "full"), config={"a": 1},
+                       chunk_size=5, progress=False)
+    out = str(tmp_path / "run")
+    calls = []
+    inner = key_fn(calls)
+
+    def dies_after_two(x_, y_, k_):
+        if len(calls) == 2:
+            raise Killed
+        return inner(x_, y_, k_)
+
+    with pytest.raises(Killed):
+        run_chunked(dies_after_two, x, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, progress=False)
+    calls.clear()
+    res = run_chunked(inner, mm, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, resume=True,
+                      progress=False)
+    assert len(calls) == 3                                    # chunks 2, 3, 4 only: the manifest matched
+    np.testing.assert_array_equal(calls[0], x[10:15, 0].astype(np.float32))
+    assert json.load(open(os.path.join(out, "manifest.json"))) == \
+        json.load(open(os.path.join(str(tmp_path / "full"), "manifest.json")))
+    for k in full:
+        np.testing.assert_array_equal(res[k], full[k])
+    # and the other way round: a mapped run resumes in memory, recomputing nothing
+    calls.clear()
+    again = run_chunked(inner, x, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, resume=True,
+                        progress=False)
+    assert calls == [] and all(np.array_equal(again[k], full[k]) for k in full)
+    # different mapped data is refused
+    other = _save(tmp_path, x[::-1].copy(), "other.npy")
+    with pytest.raises(RunnerError, match="data differs"):
+        run_chunked(inner, other, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, resume=True,
+                    progress=False)
+
+
+def test_a_memory_map_on_several_devices_with_scattered_missing_chunks(tmp_path):
+    """devices=4 reads groups of non-adjacent chunks (1 and 3 missing) from the map: the rows
+    each chunk gets, and the results, are those of the in-memory run on one device."""
+    x, y = data(n=31)
+    mm = _save(tmp_path, x)
+    full = run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(tmp_path / "full"), config={},
+                       chunk_size=4, progress=False)
+    out = str(tmp_path / "run")
+    run_chunked(key_fn([]), mm, y, key=KEY, out_dir=out, config={}, chunk_size=4, progress=False, devices=4)
+    for i in (1, 3, 7):
+        os.unlink(chunk_path(out, i))
+    calls = []
+    res = run_chunked(key_fn(calls), mm, y, key=KEY, out_dir=out, config={}, chunk_size=4, resume=True,
+                      progress=False, devices=4)
+    assert len(calls) == 1                                  # one call for the three missing chunks
+    last = np.concatenate([x[28:31, 0], x[30:31, 0]])     # the last chunk, padded with its last row
+    rows = np.concatenate([x[4:8, 0], x[12:16, 0], last, last])  # the group filled with its last chunk
+    np.testing.assert_array_equal(calls[0], rows)
+    for k in full:
+        np.testing.assert_array_equal(res[k], full[k])
+
+
+def test_bad_values_in_a_memory_map_are_refused_before_anything_runs(tmp_path, monkeypatch):
+    import rcurves.runner as rn
+
+    monkeypatch.setattr(rn, "_SCAN_BYTES", 4 * 3 * 4)        # 4-row blocks: the NaN is in a late one
+    x, y = data(n=40)
+    for value, what in ((np.nan, "NaN"), (np.inf, "inf")):
+        bad = x.copy()
+        bad[37, 2] = value
+        mm = _save(tmp_path, bad, f"bad-{what}.npy")
+        calls, out = [], str(tmp_path / f"run-{what}")
+        with pytest.raises(ValueError, match=rf"^x: contains {what} values \(first in row 37\)"):
+            run_chunked(key_fn(calls), mm, y, key=KEY, out_dir=out, config={}, chunk_size=8, progress=False)
+        assert calls == [] and not os.path.exists(out)      # nothing computed, nothing written
+    with pytest.raises(ValueError, match="^x: expected a floating array"):
+        run_chunked(key_fn([]), _save(tmp_path, (x * 255).astype(np.uint8), "u8.npy"), y, key=KEY,
+                    out_dir=str(tmp_path / "u8"), config={}, progress=False)
+    with pytest.raises(ValueError, match="^x: expected a non-empty array"):
+        run_chunked(key_fn([]), _save(tmp_path, x[:0], "empty.npy"), y[:0], key=KEY,
+                    out_dir=str(tmp_path / "empty"), config={}, progress=False)
+    with pytest.raises(ValueError, match=r"^y: expected shape \(40,\)"):
+        run_chunked(key_fn([]), _save(tmp_path, x, "ok.npy"), y[:-1], key=KEY,
+                    out_dir=str(tmp_path / "y"), config={}, progress=False)
+
+
+def test_an_iterator_of_chunks_is_refused_with_a_pointer_to_map_points(tmp_path):
+    x, y = data()
+    with pytest.raises(ValueError, match=r"^x: expected an array or a memory map.*map_points"):
+        run_chunked(key_fn([]), iter([(x[:10], y[:10]), (x[10:], y[10:])]), y, key=KEY,
+                    out_dir=str(tmp_path / "it"), config={}, progress=False)
+    assert not os.path.exists(str(tmp_path / "it"))
+
+
+_RUNNER_RSS_CHILD = r"""
+import json, sys
+import numpy as np
+import jax
+from rcurves.runner import run_chunked
+
+def hwm_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+
+path, out_dir = sys.argv[1], sys.argv[2]
+x = np.load(path, mmap_mode="r")
+y = np.zeros(x.shape[0], np.int32)
+fn = lambda xc, yc, keys: {"s": np.asarray(xc[:, :4].sum(axis=1))}
+small = run_chunked(fn, x[:1024], y[:1024], key=jax.random.PRNGKey(0), out_dir=out_dir + "-warm",
+                    config={}, chunk_size=1024, progress=False)   # compile and allocate for one chunk
+before = hwm_mb()
+res = run_chunked(fn, x, y, key=jax.random.PRNGKey(0), out_dir=out_dir, config={}, chunk_size=1024,
+                  progress=False)
+print(json.dumps({"growth_mb": hwm_mb() - before, "n": int(res["s"].shape[0]),
+                  "first_equal": bool(np.array_equal(res["s"][:1024], small["s"])),
+                  "last_ok": bool(np.allclose(res["s"][-1], np.asarray(x[-1, :4]).sum(), rtol=1e-5))}))
+"""
+
+
+def test_run_chunked_on_a_memory_map_keeps_peak_memory_bounded_by_the_chunk(tmp_path):
+    """100 MB memory-mapped x, 3 MB chunks: the validation + fingerprint pass and the chunk
+    reads release the map's pages, so the peak grows by far less than the file (reading the
+    whole map, as np.asarray(x) did, grew it by >= 100 MB)."""
+    import subprocess
+    import sys
+
+    rows, d = 32768, 784
+    path = str(tmp_path / "x.npy")
+    mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows, d))
+    mm[:] = np.random.default_rng(0).random((rows, d), dtype=np.float32)
+    mm.flush()
+    del mm
+    # see test_streaming.py: freed buffers >= 1 MB go back to the system at once
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 20))
+    res = subprocess.run([sys.executable, "-c", _RUNNER_RSS_CHILD, path, str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["n"] == rows and out["first_equal"] and out["last_ok"], out
+    assert out["growth_mb"] < 30, out                        # file: 100 MB; one chunk: 3.2 MB
+
+
+# ---------------------------------------------------------------------------
+# temp files left by a killed atomic write
+
+
+def test_stale_temp_files_of_killed_writes_are_removed_on_start_and_resume(tmp_path):
+    x, y = data()
+    out = tmp_path / "run"
+    run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(out), config={}, chunk_size=5, progress=False)
+    (out / "sub").mkdir()
+    stale = [".tmp-abcd1234-chunk_000001.npz", ".tmp-zz_9zz9z-manifest.json", ".tmp-0000aaaa-result.npz"]
+    kept = [".tmp-abcd1234-notes.txt",            # not one of this run's files
+            ".tmp-abc-chunk_000001.npz",          # not an atomic-write name
+            "tmp-abcd1234-chunk_000001.npz", "notes.txt", "sub/.tmp-abcd1234-chunk_000000.npz"]
+    for name in stale + kept:
+        (out / name).write_bytes(b"partial")
+    live = out / ".tmp-live0001-chunk_000002.npz"  # modified after the call started: being written
+    live.write_bytes(b"partial")
+    import time
+    os.utime(live, ns=(time.time_ns() + 60 * 10**9,) * 2)
+    calls = []
+    res = run_chunked(key_fn(calls), x, y, key=KEY, out_dir=str(out), config={}, chunk_size=5, resume=True,
+                      progress=False)
+    assert calls == [] and res["x0"].shape == (23,)
+    for name in stale:
+        assert not (out / name).exists(), name
+    for name in kept:
+        assert (out / name).read_bytes() == b"partial", name
+    assert live.exists()
+    # a fresh start (no resume) cleans too
+    (out / stale[0]).write_bytes(b"partial")
+    os.utime(out / stale[0], ns=(time.time_ns() - 10**9,) * 2)
+    run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(out), config={}, chunk_size=5, progress=False)
+    assert not (out / stale[0]).exists()
+    assert (out / kept[0]).exists()
