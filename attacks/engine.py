@@ -59,9 +59,10 @@ class EngineConfig:
 
 
 class LaneState(NamedTuple):
-    point: jax.Array       # (*shape) current iterate x + delta, inside the box and the ball
-    velocity: jax.Array    # (*shape) last move point - previous point (APGD momentum)
+    """A lane's loop state besides its two iterate buffers (see ``run_lane``)."""
+
     eta: jax.Array         # () current step size (absolute, in the attack norm)
+    moving: jax.Array      # () 1.0, or 0.0 right after a restart: no momentum term in the next step
     f_prev: jax.Array      # () loss at the previous iterate
     n_up: jax.Array        # () loss increases since the last checkpoint
     ckpt_eta: jax.Array    # () step size at the last checkpoint
@@ -151,13 +152,15 @@ def run_lane(
     Returns:
       LaneResult: highest-loss iterate and smallest-norm adversarial iterate.
 
-    The loop carries the iterate itself (``x + delta``, what the model sees;
-    no ``x + delta`` pass per step) and, for APGD, its last move instead of
-    the previous iterate; the checkpoint test is a select on a scalar that the
-    scan feeds in, not a ``lax.cond`` (whose operands XLA copied). XLA:CPU
-    still copies the iterate and its move once per step (the new values come
-    from two fusions that both read the old ones): about 7% of a step on the
-    784-256-256-10 MLP.
+    The loop carries iterates themselves (``x + delta``, what the model sees)
+    in two buffers, current and previous (APGD's momentum needs both). Each
+    scan iteration runs two steps and each step writes its new iterate over
+    the previous one, so the buffers swap roles twice and XLA never copies one
+    to rotate them (one step per iteration cost a copy of each carried array
+    per step: ~7% of a step on the 784-256-256-10 MLP). The APGD checkpoint
+    test is a select on a scalar that the scan feeds in, not a ``lax.cond``
+    (whose operands XLA copied); right after a restart from the best point
+    the momentum term ``p - prev`` is dropped (``moving = 0``).
     """
     geo: Geometry = geometry(cfg.norm, cfg.l1_sparsity)
     loss = get_loss(cfg.loss)
@@ -168,64 +171,66 @@ def run_lane(
         return loss(logits, y), logits
 
     value_and_grad = jax.value_and_grad(objective, has_aux=True)
-    ckpt = apgd_checkpoints(cfg.steps)
-    lengths = _checkpoint_lengths(ckpt)
+    ckpt_np = apgd_checkpoints(cfg.steps)
+    ckpt, lengths = jnp.asarray(ckpt_np), jnp.asarray(_checkpoint_lengths(ckpt_np))
     apgd = cfg.schedule == "apgd"
 
-    p0 = proj(x + delta0)
-    eta0 = like(x, 0.0) + step_size
-    ninf = like(x, -jnp.inf)
-    state = LaneState(
-        point=p0, velocity=jnp.zeros_like(p0), eta=eta0, f_prev=ninf, n_up=like(x, 0.0),
-        ckpt_eta=eta0, ckpt_fmax=ninf, point_max=p0, f_max=ninf,
-        adv_point=p0, adv_norm=like(x, jnp.inf), adv_margin=like(x, 0.0),
-    )
-
-    def body(s: LaneState, xs):
-        k, is_ckpt, length = xs
-        p = s.point
+    def step(p, prev, s: LaneState, k, is_ckpt, length):
+        """One step from iterate ``p`` (``prev`` the one before): ``(next iterate, state)``."""
         (f, logits), g = value_and_grad(p)
         f = jnp.where(jnp.isnan(f), -jnp.inf, f)
         # Free bookkeeping from this evaluation: adversarial iterate, best loss.
         nrm = geo.norm(p - x)
         better_adv = confidently_adversarial(logits, y) & (nrm < s.adv_norm)
-        adv_point = jnp.where(better_adv, p, s.adv_point)
-        adv_norm = jnp.where(better_adv, nrm, s.adv_norm)
-        adv_margin = jnp.where(better_adv, margin(logits, y), s.adv_margin)
-        improved = f > s.f_max
-        point_max = jnp.where(improved, p, s.point_max)
-        f_max = jnp.maximum(f, s.f_max)
-
+        s = s._replace(
+            adv_point=jnp.where(better_adv, p, s.adv_point),
+            adv_norm=jnp.where(better_adv, nrm, s.adv_norm),
+            adv_margin=jnp.where(better_adv, margin(logits, y), s.adv_margin),
+            point_max=jnp.where(f > s.f_max, p, s.point_max),
+            f_max=jnp.maximum(f, s.f_max),
+        )
         if cfg.norm != "linf":  # for sign steps the box clip already does this
             g = mask_box_gradient(g, p, bounds)
         if not apgd:
-            nxt = proj(p + geo.step(g, s.eta))
-            return s._replace(point=nxt, f_prev=f, point_max=point_max, f_max=f_max,
-                              adv_point=adv_point, adv_norm=adv_norm, adv_margin=adv_margin), None
+            return proj(p + geo.step(g, s.eta)), s._replace(f_prev=f)
         n_up = s.n_up + (f > s.f_prev).astype(jnp.float32)
         z = proj(p + geo.step(g, s.eta))
         alpha = jnp.where(k == 0, 1.0, cfg.momentum)
-        nxt = proj(p + alpha * (z - p) + (1.0 - alpha) * s.velocity)
+        nxt = proj(p + alpha * (z - p) + (1.0 - alpha) * s.moving * (p - prev))
         # Checkpoint (Croce & Hein 2020, Alg. 1): halve the step and restart
         # from the best point when too few steps increased the loss, or when
         # neither the step nor the best loss changed since the last one.
-        halve = (n_up < cfg.rho * length) | ((s.ckpt_eta == s.eta) & (s.ckpt_fmax == f_max))
+        halve = (n_up < cfg.rho * length) | ((s.ckpt_eta == s.eta) & (s.ckpt_fmax == s.f_max))
         reset = is_ckpt & halve
-        new = LaneState(
-            point=jnp.where(reset, point_max, nxt),
-            velocity=jnp.where(reset, 0.0, nxt - p),
-            eta=jnp.where(reset, s.eta / 2.0, s.eta),
-            f_prev=f,
+        return jnp.where(reset, s.point_max, nxt), s._replace(
+            eta=jnp.where(reset, s.eta / 2.0, s.eta), moving=jnp.where(reset, 0.0, 1.0), f_prev=f,
             n_up=jnp.where(is_ckpt, 0.0, n_up),
             ckpt_eta=jnp.where(is_ckpt, s.eta, s.ckpt_eta),
-            ckpt_fmax=jnp.where(is_ckpt, f_max, s.ckpt_fmax),
-            point_max=point_max, f_max=f_max,
-            adv_point=adv_point, adv_norm=adv_norm, adv_margin=adv_margin,
+            ckpt_fmax=jnp.where(is_ckpt, s.f_max, s.ckpt_fmax),
         )
-        return new, None
 
-    xs = (jnp.arange(cfg.steps), jnp.asarray(ckpt), jnp.asarray(lengths))
-    final, _ = jax.lax.scan(body, state, xs)
+    p0 = proj(x + delta0)
+    eta0 = like(x, 0.0) + step_size
+    ninf = like(x, -jnp.inf)
+    state = LaneState(
+        eta=eta0, moving=like(x, 0.0), f_prev=ninf, n_up=like(x, 0.0), ckpt_eta=eta0,
+        ckpt_fmax=ninf, point_max=p0, f_max=ninf, adv_point=p0, adv_norm=like(x, jnp.inf),
+        adv_margin=like(x, 0.0),
+    )
+
+    def two_steps(carry, xs):
+        cur, prev, s = carry
+        (k1, c1, l1), (k2, c2, l2) = xs
+        prev, s = step(cur, prev, s, k1, c1, l1)   # the new iterate overwrites the previous one
+        cur, s = step(prev, cur, s, k2, c2, l2)
+        return (cur, prev, s), None
+
+    m = 2 * (cfg.steps // 2)
+    ks = jnp.arange(cfg.steps)
+    xs = ((ks[0:m:2], ckpt[0:m:2], lengths[0:m:2]), (ks[1:m:2], ckpt[1:m:2], lengths[1:m:2]))
+    (cur, prev, final), _ = jax.lax.scan(two_steps, (p0, p0, state), xs)
+    if cfg.steps % 2:
+        cur, final = step(cur, prev, final, ks[-1], ckpt[-1], lengths[-1])
     adv_delta = jnp.where(jnp.isfinite(final.adv_norm), final.adv_point - x, 0.0)
     return LaneResult(final.point_max - x, final.f_max, adv_delta, final.adv_norm, final.adv_margin)
 
