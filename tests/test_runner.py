@@ -42,6 +42,30 @@ def data(n=23, d=3):
     return rng.random((n, d)).astype(np.float32), rng.integers(0, 3, n)
 
 
+def full_and_killed_runs(x, y, tmp_path):
+    """An uninterrupted run of ``key_fn`` and one killed after 2 of its 5 chunks.
+
+    Returns ``(full results, out_dir of the killed run, calls, key_fn)``; ``calls``
+    is cleared, ready to record what a resume recomputes.
+    """
+    full = run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(tmp_path / "full"), config={"a": 1},
+                       chunk_size=5, progress=False)
+    out = str(tmp_path / "run")
+    calls = []
+    inner = key_fn(calls)
+
+    def dies_after_two(x_, y_, k_):
+        if len(calls) == 2:
+            raise Killed
+        return inner(x_, y_, k_)
+
+    with pytest.raises(Killed):
+        run_chunked(dies_after_two, x, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, progress=False)
+    assert sorted(f for f in os.listdir(out) if f.startswith("chunk_")) == ["chunk_000000.npz", "chunk_000001.npz"]
+    calls.clear()
+    return full, out, calls, inner
+
+
 def test_results_do_not_depend_on_the_chunk_size(tmp_path):
     x, y = data()
     res = [run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(tmp_path / f"c{c}"), config={"a": 1},
@@ -58,22 +82,8 @@ def test_results_do_not_depend_on_the_chunk_size(tmp_path):
 
 def test_an_interrupted_run_resumes_without_recomputing_and_gives_identical_results(tmp_path):
     x, y = data()
-    full = run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(tmp_path / "full"), config={"a": 1},
-                       chunk_size=5, progress=False)
-    out = str(tmp_path / "run")
-    calls = []
-    inner = key_fn(calls)
-
-    def dies_after_two(x_, y_, k_):
-        if len(calls) == 2:
-            raise Killed
-        return inner(x_, y_, k_)
-
-    with pytest.raises(Killed):
-        run_chunked(dies_after_two, x, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, progress=False)
-    assert sorted(f for f in os.listdir(out) if f.startswith("chunk_")) == ["chunk_000000.npz", "chunk_000001.npz"]
+    full, out, calls, inner = full_and_killed_runs(x, y, tmp_path)
     assert not os.path.exists(os.path.join(out, "result.npz"))
-    calls.clear()
     res = run_chunked(inner, x, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, resume=True,
                       progress=False)
     assert len(calls) == 3                                  # chunks 2, 3, 4 only
@@ -384,20 +394,7 @@ def test_a_run_started_in_memory_resumes_on_the_memory_mapped_data(tmp_path, mon
     mm = _save(tmp_path, x)
     assert isinstance(mm, np.memmap)
     assert ds.dataset_fingerprint(mm, y) == ds.dataset_fingerprint(x, y)
-    full = run_chunked(key_fn([]), x, y, key=KEY, out_dir=str(tmp_path / "full"), config={"a": 1},
-                       chunk_size=5, progress=False)
-    out = str(tmp_path / "run")
-    calls = []
-    inner = key_fn(calls)
-
-    def dies_after_two(x_, y_, k_):
-        if len(calls) == 2:
-            raise Killed
-        return inner(x_, y_, k_)
-
-    with pytest.raises(Killed):
-        run_chunked(dies_after_two, x, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, progress=False)
-    calls.clear()
+    full, out, calls, inner = full_and_killed_runs(x, y, tmp_path)
     res = run_chunked(inner, mm, y, key=KEY, out_dir=out, config={"a": 1}, chunk_size=5, resume=True,
                       progress=False)
     assert len(calls) == 3                                    # chunks 2, 3, 4 only: the manifest matched
