@@ -26,13 +26,17 @@ bad_eps = st.one_of(st.floats(max_value=-1e-6, allow_nan=False), st.just(float("
                     st.just(float("inf")), st.sampled_from(["", "abc", "eps"]), st.none())
 
 
+def _nonfinite_case(n, d, pos, v):
+    """A linear model and n points of dimension d, one coordinate set to the bad value v."""
+    x = np.full((n, d), 0.5, np.float32)
+    x.flat[pos % x.size] = v
+    return binary_linear(np.ones(d, np.float32), 0.0), x, np.zeros(n, np.int32)
+
+
 @SETTINGS
 @given(n=st.integers(1, 5), d=st.integers(1, 5), pos=st.integers(0, 100), v=bad_values)
 def test_nonfinite_x_is_rejected_everywhere(n, d, pos, v):
-    x = np.full((n, d), 0.5, np.float32)
-    x.flat[pos % x.size] = v
-    y = np.zeros(n, np.int32)
-    f = binary_linear(np.ones(d, np.float32), 0.0)
+    f, x, y = _nonfinite_case(n, d, pos, v)
     for call in (
         lambda: attacks.minimal_distance(f, x, y, norm="l2", key=KEY, steps=1, search_steps=0),
         lambda: attacks.pgd(f, x, y, 0.1, norm="linf", steps=1, key=KEY),
@@ -173,10 +177,7 @@ def _all_raise(calls, pattern):
 @SMALL
 @given(n=st.integers(1, 4), d=st.integers(2, 5), pos=st.integers(0, 100), v=bad_values)
 def test_nonfinite_x_is_rejected_by_the_other_entry_points(n, d, pos, v):
-    x = np.full((n, d), 0.5, np.float32)
-    x.flat[pos % x.size] = v
-    y = np.zeros(n, np.int32)
-    f = binary_linear(np.ones(d, np.float32), 0.0)
+    f, x, y = _nonfinite_case(n, d, pos, v)
     _all_raise({**_model_calls(f, x, y), **_linear_calls(x, y)}, r"^x\b")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import attacks
 from _models import exact_multiclass, multiclass_linear
+from _rss import random_npy, run_child
 from rcurves.runner import (
     DistanceConfig,
     RunnerError,
@@ -475,11 +476,6 @@ import numpy as np
 import jax
 from rcurves.runner import run_chunked
 
-def hwm_mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-
 path, out_dir = sys.argv[1], sys.argv[2]
 x = np.load(path, mmap_mode="r")
 y = np.zeros(x.shape[0], np.int32)
@@ -499,21 +495,9 @@ def test_run_chunked_on_a_memory_map_keeps_peak_memory_bounded_by_the_chunk(tmp_
     """100 MB memory-mapped x, 3 MB chunks: the validation + fingerprint pass and the chunk
     reads release the map's pages, so the peak grows by far less than the file (reading the
     whole map, as np.asarray(x) did, grew it by >= 100 MB)."""
-    import subprocess
-    import sys
-
-    rows, d = 32768, 784
-    path = str(tmp_path / "x.npy")
-    mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows, d))
-    mm[:] = np.random.default_rng(0).random((rows, d), dtype=np.float32)
-    mm.flush()
-    del mm
-    # see test_streaming.py: freed buffers >= 1 MB go back to the system at once
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 20))
-    res = subprocess.run([sys.executable, "-c", _RUNNER_RSS_CHILD, path, str(tmp_path / "run")],
-                         capture_output=True, text=True, timeout=120, env=env)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    rows = 32768
+    path = random_npy(str(tmp_path / "x.npy"), rows)          # 100 MB
+    out = run_child(_RUNNER_RSS_CHILD, path, str(tmp_path / "run"))
     assert out["n"] == rows and out["first_equal"] and out["last_ok"], out
     assert out["growth_mb"] < 30, out                        # file: 100 MB; one chunk: 3.2 MB
 

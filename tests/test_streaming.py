@@ -1,5 +1,4 @@
 """Chunked application over arrays, memory maps and iterators equals the one-shot answer."""
-import os
 
 import jax
 import numpy as np
@@ -9,6 +8,7 @@ import attacks
 import rcurves
 from rcurves.streaming import iter_chunks, map_points
 from _models import ball
+from _rss import random_npy, run_child
 
 KEY = jax.random.PRNGKey(0)
 
@@ -70,11 +70,6 @@ import numpy as np
 import rcurves
 from rcurves.streaming import map_points
 
-def hwm_mb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-
 path, how = sys.argv[1], sys.argv[2]
 x = np.load(path, mmap_mode="r")
 w = np.linspace(-1, 1, x.shape[1]).astype(np.float32)
@@ -96,25 +91,9 @@ def test_streaming_a_memory_map_keeps_peak_memory_bounded_by_the_chunk(tmp_path,
     """The pages of a memory map that were read count in RSS until released: reading a
     100 MB file in 3 MB chunks must not raise the peak by anything close to the file size
     (before the pages were released, it grew by ~100 MB here)."""
-    import json
-    import subprocess
-    import sys
-
-    rows, d = 32768, 784                          # 100 MB of float32 MNIST-sized rows
-    path = str(tmp_path / "x.npy")
-    mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows, d))
-    mm[:] = np.random.default_rng(0).random((rows, d), dtype=np.float32)
-    mm.flush()
-    del mm
-    # Freed buffers of 1 MB and more go back to the system at once: without this, glibc's
-    # growing mmap threshold keeps 3 MB chunks in arenas that XLA's threads fragment, and
-    # the peak then measures the allocator, not what the toolkit holds (rcurves.linear
-    # streams in 48 MB chunks, above that threshold, for this reason).
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 20))
-    res = subprocess.run([sys.executable, "-c", _RSS_CHILD, path, how], capture_output=True, text=True,
-                         timeout=120, env=env)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    rows = 32768
+    path = random_npy(str(tmp_path / "x.npy"), rows)  # 100 MB of float32 MNIST-sized rows
+    out = run_child(_RSS_CHILD, path, how)
     assert out["n"] == rows and out["first_equal"]
     assert out["growth_mb"] < 30, out             # file: 100 MB; one chunk: 3.2 MB
 
