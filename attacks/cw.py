@@ -29,7 +29,7 @@ import optax
 from attacks import checks
 from attacks.engine import flat, single
 from attacks.losses import confidently_adversarial, margin
-from attacks.norms import l2_norm, like
+from attacks.norms import like
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize
 from attacks.xla import program
@@ -84,17 +84,14 @@ def _cw_point(fn1, x, y, cfg: CWConfig, bounds):
         logits = fn1(xa)
         dist2 = jnp.sum(jnp.square(xa - x))
         f = jnp.maximum(-margin(logits, y), -cfg.confidence)
-        return dist2 + c * f, (xa, logits)
+        return dist2 + c * f, (xa, logits, dist2)
 
     grad_fn = jax.value_and_grad(objective, has_aux=True)
 
     def run_const(best_x, best_d, c):
-        def cond(s: _Inner):
-            return (s.k < cfg.steps) & ~s.done
-
-        def body(s: _Inner):
-            (obj, (xa, logits)), g = grad_fn(s.w, c)
-            d = l2_norm(xa - x)
+        def step(s: _Inner) -> _Inner:
+            (obj, (xa, logits, dist2)), g = grad_fn(s.w, c)
+            d = jnp.sqrt(dist2)      # the l2 distance comes with the objective
             adv = confidently_adversarial(logits, y)
             better = adv & (d < s.best_d)
             best_x = jnp.where(better, xa, s.best_x)
@@ -108,7 +105,13 @@ def _cw_point(fn1, x, y, cfg: CWConfig, bounds):
 
         s0 = _Inner(like(x, 0, jnp.int32), w0, tx.init(w0), like(x, jnp.inf),
                     like(x, 0, jnp.bool_), best_x, best_d, like(x, 0, jnp.bool_))
-        s = jax.lax.while_loop(cond, body, s0)
+        if cfg.abort_early:
+            # A per-point stopping rule: under vmap the loop runs until every
+            # point has stopped, selecting each carry on its own predicate.
+            s = jax.lax.while_loop(lambda s: (s.k < cfg.steps) & ~s.done, step, s0)
+        else:
+            # A fixed number of steps: a plain scan, with no per-point selects.
+            s = jax.lax.fori_loop(0, cfg.steps, lambda _, s: step(s), s0)
         return s.best_x, s.best_d, s.success
 
     def outer(carry, _):

@@ -18,8 +18,10 @@ Two step-size schedules:
 * ``"fixed"`` — Madry et al. 2018: ``delta <- P(delta + step_size * s(grad))``.
 
 Every iterate's logits come for free with its gradient, so each lane also
-records the smallest-norm iterate that was misclassified — an adversarial
-actually seen, never an extrapolation.
+reports an adversarial actually seen, never an extrapolation: by default
+(``track='loss'``) its highest-loss iterate, which APGD keeps anyway, if that
+is misclassified; with ``track='norm'`` its smallest-norm misclassified
+iterate.
 """
 from __future__ import annotations
 
@@ -47,6 +49,11 @@ class EngineConfig:
       momentum: APGD's alpha.
       rho: APGD's checkpoint success fraction.
       l1_sparsity: quantile of |grad| above which the l1 step moves coordinates.
+      track: which adversarial iterate a lane returns. 'loss': the
+        highest-loss iterate, if it is (confidently) misclassified; free,
+        since APGD keeps that iterate anyway. 'norm': the smallest-norm
+        misclassified iterate; costs a norm and a select over the input per
+        step.
     """
 
     norm: str = "linf"
@@ -56,6 +63,7 @@ class EngineConfig:
     momentum: float = 0.75
     rho: float = 0.75
     l1_sparsity: float = 0.99
+    track: str = "loss"
 
 
 class LaneState(NamedTuple):
@@ -69,6 +77,8 @@ class LaneState(NamedTuple):
     ckpt_fmax: jax.Array   # () best loss at the last checkpoint
     point_max: jax.Array   # (*shape) iterate with the highest loss
     f_max: jax.Array       # () highest loss seen
+    max_adv: jax.Array     # () point_max is confidently misclassified
+    max_margin: jax.Array  # () logit margin at point_max
     adv_point: jax.Array   # (*shape) smallest-norm misclassified iterate
     adv_norm: jax.Array    # () its distance to x; inf if none seen
     adv_margin: jax.Array  # () its logit margin (> 0)
@@ -80,6 +90,7 @@ class LaneResult(NamedTuple):
     adv_delta: jax.Array  # (*shape) smallest-norm adversarial iterate (zeros if none)
     adv_norm: jax.Array   # () inf if no adversarial iterate was seen
     adv_margin: jax.Array  # () logit margin of adv_delta (for the ray search)
+    margin_max: jax.Array  # () logit margin of delta_max (the lane's estimate of the largest margin in the ball)
 
 
 def apgd_checkpoints(steps: int) -> np.ndarray:
@@ -174,21 +185,28 @@ def run_lane(
     ckpt_np = apgd_checkpoints(cfg.steps)
     ckpt, lengths = jnp.asarray(ckpt_np), jnp.asarray(_checkpoint_lengths(ckpt_np))
     apgd = cfg.schedule == "apgd"
+    if cfg.track not in ("loss", "norm"):
+        raise ValueError(f"track: expected 'loss' or 'norm', got {cfg.track!r}")
+    track_norm = cfg.track == "norm"
 
     def step(p, prev, s: LaneState, k, is_ckpt, length):
         """One step from iterate ``p`` (``prev`` the one before): ``(next iterate, state)``."""
         (f, logits), g = value_and_grad(p)
         f = jnp.where(jnp.isnan(f), -jnp.inf, f)
         # Free bookkeeping from this evaluation: adversarial iterate, best loss.
-        nrm = geo.norm(p - x)
-        better_adv = confidently_adversarial(logits, y) & (nrm < s.adv_norm)
-        s = s._replace(
-            adv_point=jnp.where(better_adv, p, s.adv_point),
-            adv_norm=jnp.where(better_adv, nrm, s.adv_norm),
-            adv_margin=jnp.where(better_adv, margin(logits, y), s.adv_margin),
-            point_max=jnp.where(f > s.f_max, p, s.point_max),
-            f_max=jnp.maximum(f, s.f_max),
-        )
+        up = f > s.f_max
+        if track_norm:
+            nrm = geo.norm(p - x)
+            better_adv = confidently_adversarial(logits, y) & (nrm < s.adv_norm)
+            s = s._replace(
+                adv_point=jnp.where(better_adv, p, s.adv_point),
+                adv_norm=jnp.where(better_adv, nrm, s.adv_norm),
+                adv_margin=jnp.where(better_adv, margin(logits, y), s.adv_margin),
+            )
+        else:
+            s = s._replace(max_adv=jnp.where(up, confidently_adversarial(logits, y), s.max_adv))
+        s = s._replace(point_max=jnp.where(up, p, s.point_max), f_max=jnp.maximum(f, s.f_max),
+                       max_margin=jnp.where(up, margin(logits, y), s.max_margin))
         if cfg.norm != "linf":  # for sign steps the box clip already does this
             g = mask_box_gradient(g, p, bounds)
         if not apgd:
@@ -214,8 +232,8 @@ def run_lane(
     ninf = like(x, -jnp.inf)
     state = LaneState(
         eta=eta0, moving=like(x, 0.0), f_prev=ninf, n_up=like(x, 0.0), ckpt_eta=eta0,
-        ckpt_fmax=ninf, point_max=p0, f_max=ninf, adv_point=p0, adv_norm=like(x, jnp.inf),
-        adv_margin=like(x, 0.0),
+        ckpt_fmax=ninf, point_max=p0, f_max=ninf, max_adv=like(x, False, jnp.bool_),
+        max_margin=ninf, adv_point=p0, adv_norm=like(x, jnp.inf), adv_margin=like(x, 0.0),
     )
 
     def two_steps(carry, xs):
@@ -231,8 +249,14 @@ def run_lane(
     (cur, prev, final), _ = jax.lax.scan(two_steps, (p0, p0, state), xs)
     if cfg.steps % 2:
         cur, final = step(cur, prev, final, ks[-1], ckpt[-1], lengths[-1])
-    adv_delta = jnp.where(jnp.isfinite(final.adv_norm), final.adv_point - x, 0.0)
-    return LaneResult(final.point_max - x, final.f_max, adv_delta, final.adv_norm, final.adv_margin)
+    delta_max = final.point_max - x
+    if track_norm:
+        adv_delta = jnp.where(jnp.isfinite(final.adv_norm), final.adv_point - x, 0.0)
+        return LaneResult(delta_max, final.f_max, adv_delta, final.adv_norm, final.adv_margin,
+                          final.max_margin)
+    adv_delta = jnp.where(final.max_adv, delta_max, 0.0)
+    adv_norm = jnp.where(final.max_adv, geo.norm(delta_max), jnp.inf)
+    return LaneResult(delta_max, final.f_max, adv_delta, adv_norm, final.max_margin, final.max_margin)
 
 
 def single(logits_fn: Callable, shape: Optional[Tuple[int, ...]] = None) -> Callable:

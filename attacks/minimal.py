@@ -6,21 +6,36 @@ For each point, rounds of PGD at candidate radii narrow a bracket
 * round 0 runs at ``eps_max`` (or ``candidates`` radii spread up to it); a
   point not broken there keeps being attacked at ``eps_max`` with fresh random
   restarts in later rounds, and stays ``inf`` if nothing ever breaks it;
-* once broken, each round tries ``candidates`` radii inside ``(lo, hi)``
-  (bisection for ``candidates=1``), as parallel lanes;
 * ``hi`` is always the *norm of the best adversarial actually found*, not the
-  radius that was tried; every round warm-starts its first restart from that
-  adversarial projected onto the smaller ball, the other restarts from
-  uniform random points of the ball (Croce & Hein 2020's restarts), with APGD
-  step sizes;
-* every adversarial found is pulled toward the clean point along its ray with
-  a few forward passes (``attacks.refine.ray_search``).
+  radius that was tried; ``lo`` the largest radius at which every lane failed;
+* every round warm-starts its first restart from the best adversarial
+  projected onto the smaller ball, the other restarts from uniform random
+  points of the ball (Croce & Hein 2020's restarts), with APGD step sizes.
+
+How the next radius is chosen (``radius=``):
+
+* ``'falsi'`` (default for l_inf and l_2): regula falsi, Illinois variant, on
+  ``M(eps)``, the largest logit margin within radius ``eps``. Every lane
+  already knows its highest margin (APGD tracks the highest-loss iterate), so
+  each round gives ``M(hi) > 0`` or ``M(lo) < 0`` for free and the secant
+  through them picks the next radius. For a linear model ``M`` is affine
+  (000 Lemma 1) and the secant lands on the minimal distance in one round; on
+  curved models it converges faster than halving. One ray search
+  (``attacks.refine.ray_search``, ``refine_steps`` forward passes) polishes
+  the final adversarial. With ``candidates > 1`` the radii are spread evenly
+  in the bracket as for ``'bisect'``.
+* ``'bisect'`` (default for l_1): bisection (``candidates`` radii spread
+  evenly in ``(lo, hi)`` per round), and after every round the round's best
+  adversarial is pulled toward the clean point along its ray
+  (``refine_steps`` forward passes per round). l_1's sparse steps estimate
+  ``M`` too poorly for the secant (``benchmarks/attack_strength.py``).
 
 Cost per point: ``(1 + search_steps) * candidates * restarts * steps``
-gradient evaluations plus ``(1 + search_steps) * (refine_steps + 2)`` forward
-passes, all in one jitted program (points and lanes ``vmap``ped, rounds and
-steps ``lax.scan``ned). The returned distance is re-checked on the returned
-example (``attacks.result.finalize``).
+gradient evaluations, plus ``refine_steps + 4`` forward passes (``'falsi'``)
+or ``(1 + search_steps) * refine_steps + 3`` (``'bisect'``), all in one
+jitted program (points and lanes ``vmap``ped, rounds and steps
+``lax.scan``ned). The returned distance is re-checked on the returned example
+(``attacks.result.finalize``).
 """
 from __future__ import annotations
 
@@ -50,25 +65,58 @@ class SearchConfig:
     candidates: int = 1
     refine_steps: int = 4
     rel_step: Optional[float] = None  # fixed step = rel_step * eps; None = APGD
+    radius: str = "falsi"             # 'falsi' (regula falsi on the margin) or 'bisect'
 
 
 class SearchState(NamedTuple):
     lo: jax.Array     # () largest radius at which the attack failed (below hi)
     hi: jax.Array     # () norm of the best adversarial found; inf if none
     best: jax.Array   # (*shape) the best adversarial point itself (x + delta, as evaluated)
+    m_lo: jax.Array   # () largest logit margin the attack reached within radius lo (< 0)
+    m_hi: jax.Array   # () logit margin of best (> 0)
+    side: jax.Array   # () which end moved last: +1 hi, -1 lo, 0 none yet (Illinois)
+
+
+def _falsi_radius(st: SearchState, target) -> jax.Array:
+    """Next radius of the regula falsi (Illinois) search for ``M(eps) = target``.
+
+    ``M(eps)``, the largest logit margin within radius ``eps``, is increasing,
+    negative below the minimal distance and positive above it; for a linear
+    model it is affine (``M(eps) = m(x) + eps ||w||_*``, 000 Lemma 1), so the
+    secant through ``(lo, m_lo)`` and ``(hi, m_hi)`` lands on the root in one
+    round. The search aims at a small positive ``target`` margin (twice the
+    tolerance of ``confidently_adversarial``) rather than at 0, so that the
+    point found there counts as adversarial; the candidate stays strictly
+    inside the bracket, and non-finite margins fall back to the midpoint.
+    """
+    width = st.hi - st.lo
+    g_lo, g_hi = st.m_lo - target, st.m_hi - target
+    denom = g_hi - g_lo
+    ok = jnp.isfinite(denom) & (denom > 0) & (g_lo < 0)
+    # Written with a division between every product and sum: XLA:CPU may fuse
+    # ``a * b + c`` into an FMA in vectorised loops but not in their scalar
+    # remainder, which would make the radius depend on the batch size.
+    step = jnp.where(ok, (-g_lo * width) / jnp.where(ok, denom, 1.0), width / 2.0)
+    return jnp.clip(st.lo + step, st.lo + width / 1e3, st.hi - width / 1e6)
 
 
 def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
     """Radius search for one point; returns (best adversarial point, found)."""
     geo = geometry(cfg.engine.norm, cfg.engine.l1_sparsity)
     K, R = cfg.candidates, cfg.restarts
+    falsi = cfg.radius == "falsi" and K == 1
     ks = jnp.arange(1, K + 1, dtype=jnp.float32)
-    m_clean = margin(fn1(x), y)
+    logits_clean = fn1(x)
+    m_clean = margin(logits_clean, y)
+    target = 2e-5 * jnp.maximum(1.0, jnp.max(jnp.abs(logits_clean)))
 
     def round_fn(st: SearchState, rkey):
         broken = jnp.isfinite(st.hi)
         first = eps_max * ks / K
-        inner = st.lo + (st.hi - st.lo) * ks / (K + 1)
+        if falsi:
+            inner = _falsi_radius(st, target)[None]
+        else:
+            inner = st.lo + (st.hi - st.lo) * ks / (K + 1)
         cands = jnp.where(broken, inner, first)                      # (K,)
         lane_keys = jax.random.split(rkey, K * R).reshape(K, R, -1)
 
@@ -86,25 +134,54 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
         i = jnp.argmin(norms)
         cand_delta = res.adv_delta.reshape((K * R,) + x.shape)[i]
         found_now = jnp.isfinite(norms[i])
-        # Pull the round's best adversarial toward x along its ray; the point is
-        # stored exactly as it was evaluated.
         cand_margin = res.adv_margin.reshape(-1)[i]
-        cand = ray_search(fn1, x, y, cand_delta, cfg.refine_steps, bounds, m_clean, cand_margin)
+        if falsi:
+            # No per-round ray search: the next round's radius comes from the
+            # margins, and its warm start is this adversarial projected onto
+            # the smaller ball (a point of the ray, for l_2).
+            cand = x + cand_delta
+        else:
+            # Pull the round's best adversarial toward x along its ray.
+            cand = ray_search(fn1, x, y, cand_delta, cfg.refine_steps, bounds, m_clean, cand_margin)
         cand_norm = jnp.where(found_now, geo.norm(cand - x), jnp.inf)
         better = cand_norm < st.hi
         hi = jnp.where(better, cand_norm, st.hi)
         best = jnp.where(better, cand, st.best)
+        m_hi = jnp.where(better, cand_margin, st.m_hi)
         # Radii where every lane failed, below the new upper end, raise lo.
         failed = ~jnp.any(jnp.isfinite(res.adv_norm), axis=1)      # (K,)
         lo_c = jnp.max(jnp.where(failed & (cands < hi), cands, 0.0))
         lo = jnp.minimum(jnp.maximum(st.lo, lo_c), hi)
         lo = jnp.where(jnp.isfinite(hi), lo, 0.0)
-        return SearchState(lo, hi, best), None
+        m_fail = jnp.max(jnp.where(failed, jnp.max(res.margin_max, axis=1), -jnp.inf))
+        raised = lo > st.lo
+        m_lo = jnp.where(raised, m_fail, st.m_lo)
+        if falsi:
+            # An adversarial below lo means the attack missed one at lo: the
+            # bracket restarts from 0 (where the margin is m_clean).
+            missed = hi <= st.lo
+            lo = jnp.where(missed, 0.0, lo)
+            m_lo = jnp.where(missed, m_clean, m_lo)
+            raised = raised & ~missed
+        # Illinois: when the same end moves twice in a row, halve the other
+        # end's margin so that the secant does not stall on a curved M.
+        moved = jnp.where(raised, -1, jnp.where(found_now & broken, 1, 0))
+        m_lo = jnp.where((moved == 1) & (st.side == 1), 0.5 * m_lo, m_lo)
+        m_hi = jnp.where((moved == -1) & (st.side == -1), 0.5 * m_hi, m_hi)
+        side = jnp.where(moved != 0, moved, st.side)
+        return SearchState(lo, hi, best, m_lo, m_hi, side), None
 
-    st0 = SearchState(like(x, 0.0), like(x, jnp.inf), x)
+    st0 = SearchState(like(x, 0.0), like(x, jnp.inf), x, m_clean, like(x, 0.0),
+                      like(x, 0, jnp.int32))
     keys = jax.random.split(key, cfg.search_steps + 1)
     st, _ = jax.lax.scan(round_fn, st0, keys)
-    return st.best, jnp.isfinite(st.hi)
+    found = jnp.isfinite(st.hi)
+    if falsi and cfg.refine_steps > 0:
+        # One ray search at the end, from the best adversarial of all rounds.
+        delta = jnp.where(found, st.best - x, 0.0)
+        refined = ray_search(fn1, x, y, delta, cfg.refine_steps, bounds, m_clean)
+        return jnp.where(found, refined, st.best), found
+    return st.best, found
 
 
 @program(static_argnames=("logits_fn", "cfg", "bounds"))
@@ -125,6 +202,12 @@ def _minimal_jit(logits_fn, x, y, keys, eps_max, *, cfg: SearchConfig, bounds):
 #: lane of 20 steps and 0.18% / 0.12% with two lanes of 10; for l_inf and l_2
 #: two lanes were worse on the l_2-ball model (p90 1.05% vs 0.10%).
 DEFAULT_SCHEDULE = {"linf": (1, 20), "l2": (1, 20), "l1": (2, 10)}
+
+#: Per-norm radius search of ``minimal_distance`` when not given (see
+#: ``radius`` there): regula falsi for l_inf and l_2, bisection with a ray
+#: search every round for l_1, whose sparse steps estimate the largest margin
+#: in the ball too poorly for the secant (benchmarks/attack_strength.py).
+DEFAULT_RADIUS = {"linf": "falsi", "l2": "falsi", "l1": "bisect"}
 
 
 def default_schedule(norm: str, restarts: Optional[int] = None, steps: Optional[int] = None) -> Tuple[int, int]:
@@ -157,6 +240,8 @@ def minimal_distance(
     loss: str = "margin",
     step_size: Optional[float] = None,
     l1_sparsity: float = 0.99,
+    track: str = "loss",
+    radius: Optional[str] = None,
 ) -> MinimalResult:
     """Per-point minimal adversarial distance in ``norm``.
 
@@ -176,11 +261,19 @@ def minimal_distance(
         default 1; 2 for l1, whose sparse steps get stuck in one lane: see
         ``DEFAULT_SCHEDULE``).
       candidates: radii tried in parallel per round.
-      refine_steps: forward passes of the ray search after each round.
+      refine_steps: forward passes of the ray search (after the last round
+        for 'falsi', after every round for 'bisect').
       loss: 'margin' (default) or 'ce'.
       step_size: None for APGD's adaptive steps; a float ``s`` for fixed steps
         of ``s * eps`` (relative to each candidate radius).
       l1_sparsity: for 'l1', the |grad| quantile above which coordinates move.
+      track: the adversarial each PGD lane reports: 'loss' (default; its
+        highest-loss iterate, if misclassified: free, and on the exact-answer
+        models of benchmarks/attack_strength.py as close as or closer than
+        'norm') or 'norm' (its smallest-norm misclassified iterate; a norm
+        and a select over the input per step).
+      radius: 'falsi' or 'bisect' (see the module docstring); None for the
+        per-norm default ``DEFAULT_RADIUS``.
 
     Returns:
       ``MinimalResult(distance (n,), x_adv (n, *shape), success (n,))``:
@@ -189,13 +282,18 @@ def minimal_distance(
       ``x_adv - x``.
 
     Cost: ``(1 + search_steps) * candidates * restarts * steps`` gradient
-    evaluations per point, plus ``(1 + search_steps) * (refine_steps + 2)``
-    forward passes.
+    evaluations per point, plus ``refine_steps + 4`` forward passes
+    (``'falsi'``) or ``(1 + search_steps) * refine_steps + 3`` (``'bisect'``).
     """
     x, y, bounds, _ = checks.check_model_inputs(logits_fn, x, y, bounds)
     n = x.shape[0]
     norm = checks.check_norm(norm)
     restarts, steps = default_schedule(norm, restarts, steps)
+    radius = DEFAULT_RADIUS[norm] if radius is None else radius
+    if radius not in ("falsi", "bisect"):
+        raise ValueError(f"radius: expected 'falsi' or 'bisect', got {radius!r}")
+    if track not in ("loss", "norm"):
+        raise ValueError(f"track: expected 'loss' or 'norm', got {track!r}")
     steps = checks.check_positive_int(steps, "steps")
     search_steps = checks.check_positive_int(search_steps, "search_steps", minimum=0)
     restarts = checks.check_positive_int(restarts, "restarts")
@@ -215,13 +313,13 @@ def minimal_distance(
         step_size = checks.check_positive_float(step_size, "step_size")
     engine = EngineConfig(
         norm=norm, steps=steps, loss=loss, schedule="apgd" if step_size is None else "fixed",
-        l1_sparsity=float(l1_sparsity),
+        l1_sparsity=float(l1_sparsity), track=track,
     )
     cfg = SearchConfig(
         engine=engine, search_steps=search_steps, restarts=restarts, candidates=candidates,
-        refine_steps=refine_steps, rel_step=step_size,
+        refine_steps=refine_steps, rel_step=step_size, radius=radius,
     )
     return _minimal_jit(logits_fn, x, y, keys, eps_max, cfg=cfg, bounds=bounds)
 
 
-__all__ = ["DEFAULT_SCHEDULE", "SearchConfig", "default_eps_max", "default_schedule", "minimal_distance"]
+__all__ = ["DEFAULT_RADIUS", "DEFAULT_SCHEDULE", "SearchConfig", "default_eps_max", "default_schedule", "minimal_distance"]

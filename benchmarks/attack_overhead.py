@@ -11,8 +11,9 @@ on the whole batch, each followed by a trivial update ``x <- x + 1e-6 grad``
 (so XLA cannot drop or merge them). ``G`` is the attack's gradient count:
 
 * ``attacks.minimal_distance``: ``(1 + search_steps) * candidates * restarts
-  * steps`` (the ray refinement adds ``(1 + search_steps) * (refine_steps + 2)``
-  forward passes on top; ``refine_steps=0`` rows show what they cost);
+  * steps``; on top come ``refine_steps + 4`` forward passes with the default
+  regula-falsi radius search, ``(1 + search_steps) * refine_steps + 3`` with
+  ``radius="bisect"`` (a ray search every round; the ``bisect`` rows);
 * ``attacks.carlini_wagner_l2`` with ``abort_early=False``:
   ``binary_search_steps * steps`` exactly. With ``abort_early=True`` the number
   of (batched) gradient evaluations actually run is counted separately with a
@@ -107,9 +108,9 @@ def bench_model(arch: str, n: int, args, key) -> dict:
     G_min = (1 + s) * 1 * 1 * st
     G_cw = args.cw_bss * args.cw_steps
 
-    def md(norm, refine):
+    def md(norm, radius):
         return lambda: attacks.minimal_distance(
-            logits_fn, x, y, norm=norm, key=key, search_steps=s, steps=st, refine_steps=refine)
+            logits_fn, x, y, norm=norm, key=key, search_steps=s, steps=st, radius=radius)
 
     cw = lambda: attacks.carlini_wagner_l2(  # noqa: E731
         logits_fn, x, y, key=key, binary_search_steps=args.cw_bss, steps=args.cw_steps,
@@ -120,10 +121,10 @@ def bench_model(arch: str, n: int, args, key) -> dict:
     variants = {"": None} if opts is None else {"": None, " [attack options]": opts}
     refs = {(G, tag): reference(logits_fn, G, o) for G in sorted({G_min, G_cw}) for tag, o in variants.items()}
     fns = {
-        "minimal linf": md("linf", 4),
-        "minimal linf refine0": md("linf", 0),
-        "minimal l2": md("l2", 4),
-        "minimal l2 refine0": md("l2", 0),
+        "minimal linf": md("linf", None),
+        "minimal linf bisect": md("linf", "bisect"),
+        "minimal l2": md("l2", None),
+        "minimal l2 bisect": md("l2", "bisect"),
         "cw l2": cw,
     }
     for (G, tag), ref in refs.items():

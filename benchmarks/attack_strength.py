@@ -1,16 +1,21 @@
 """Attack strength at an equal gradient budget, against exact minimal distances.
 
-Five ways to spend the same number ``G`` of gradient evaluations per point on
+Six ways to spend the same number ``G`` of gradient evaluations per point on
 ``attacks.minimal_distance`` (default ``G = (1 + 10) * 20 = 220``):
 
 * ``fixed-step``: bisection over the radius with fixed-step PGD, step
   ``0.1 * eps`` (``step_size=0.1``), one restart, no ray refinement
-  (``refine_steps=0``) — the classic method; it still keeps the engine's warm
-  start from the best adversarial and uses the norm of the adversarial found
-  (not the radius tried) as the upper end of the bracket;
-* ``default``: the library's defaults: APGD steps, warm starts, ray
-  refinement (4 forward passes per round), one lane per round for l_inf and
-  l_2 and two lanes of half the steps for l_1 (``DEFAULT_SCHEDULE``);
+  (``refine_steps=0``, ``radius="bisect"``, ``track="norm"``) — the classic
+  method; it still keeps the engine's warm start from the best adversarial
+  and uses the norm of the adversarial found (not the radius tried) as the
+  upper end of the bracket;
+* ``default``: the library's defaults: APGD steps, warm starts, one lane per
+  round for l_inf and l_2 and two lanes of half the steps for l_1
+  (``DEFAULT_SCHEDULE``); the next radius by regula falsi on the lanes' best
+  margins with one final ray search (l_inf, l_2), or by bisection with a ray
+  search of 4 forward passes every round (l_1) (``DEFAULT_RADIUS``);
+* ``radius=bisect`` / ``radius=falsi``: the default with the other radius
+  search;
 * ``one lane``: the default with one lane of all the steps (the l_1 default of
   earlier versions);
 * ``restarts=2``: the default with two lanes per radius (one warm start, one
@@ -39,7 +44,7 @@ every distance is backed by a re-checked adversarial; float32 rounding at the
 boundary allows ratios a hair below 1). Then the trained MNIST MLP (784-256-256-10), where no exact
 answer exists: each method's median distance and, per point, how often each
 method gives the smallest distance (within 0.01 %), and the median ratio to
-the best of the four.
+the best of the methods.
 
     python benchmarks/attack_strength.py
     python benchmarks/attack_strength.py --quick
@@ -59,7 +64,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import attacks  # noqa: E402
-from attacks.minimal import DEFAULT_SCHEDULE  # noqa: E402
+from attacks.minimal import DEFAULT_RADIUS, DEFAULT_SCHEDULE  # noqa: E402
 from rcurves.datasets import parabola_distance, parabola_logits_fn  # noqa: E402
 
 DUAL = {"linf": 1.0, "l2": 2.0, "l1": np.inf}
@@ -72,13 +77,19 @@ DUAL = {"linf": 1.0, "l2": 2.0, "l1": np.inf}
 def methods(search_steps: int, steps: int, norm: str = "linf"):
     """``{name: kwargs of minimal_distance}`` for ``norm``, all within ``(1 + search_steps) * steps`` gradients."""
     lanes = DEFAULT_SCHEDULE[norm][0]
+    other = "bisect" if DEFAULT_RADIUS[norm] == "falsi" else "falsi"
     G = (1 + search_steps) * steps
     rounds_c = max(2, (search_steps + 1) * 5 // 11)
     return {
-        "fixed-step": dict(search_steps=search_steps, steps=steps, step_size=0.1, restarts=1, refine_steps=0),
+        "fixed-step": dict(search_steps=search_steps, steps=steps, step_size=0.1, restarts=1, refine_steps=0,
+                           radius="bisect", track="norm"),
         # the library's per-norm default (attacks.minimal.DEFAULT_SCHEDULE): one lane of
         # ``steps`` for l_inf / l_2, two lanes of ``steps // 2`` for l_1
         "default": dict(search_steps=search_steps, steps=max(1, steps // lanes), restarts=lanes),
+        # the other radius search (attacks.minimal.DEFAULT_RADIUS): bisection with a
+        # ray search every round where the default is regula falsi, and vice versa
+        f"radius={other}": dict(search_steps=search_steps, steps=max(1, steps // lanes), restarts=lanes,
+                                radius=other),
         "one lane": dict(search_steps=search_steps, steps=steps, restarts=1),
         "restarts=2": dict(search_steps=search_steps, steps=max(1, steps // 2), restarts=2),
         "candidates=3": dict(search_steps=rounds_c - 1, steps=max(1, G // (3 * rounds_c)), candidates=3,
@@ -277,7 +288,7 @@ def main(argv=None):
         print()
         C.print_table(mrows, ["model", "norm", "method", "G", "n", "median_dist", "broken", "is_smallest",
                               "beats_others_1%", "median_excess_over_best_%", "p90_excess_over_best_%"],
-                      title="trained MNIST MLP (no exact answer): per-point comparison of the four methods")
+                      title="trained MNIST MLP (no exact answer): per-point comparison of the methods")
     out["machine_end"] = C.machine_info()
     print(f"load average 1/5/15 min: start {out['machine']['loadavg_1_5_15']}, "
           f"end {out['machine_end']['loadavg_1_5_15']} ({os.cpu_count()} cores)")

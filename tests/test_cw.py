@@ -10,7 +10,8 @@ from _models import binary_linear, exact_binary, exact_multiclass, multiclass_li
 KEY = jax.random.PRNGKey(0)
 
 
-def test_cw_binary_linear_unbounded_matches_lemma1():
+@pytest.mark.parametrize("abort_early", [True, False])   # a while loop / a fixed-length loop
+def test_cw_binary_linear_unbounded_matches_lemma1(abort_early):
     rng = np.random.default_rng(0)
     d, n = 40, 48
     w = rng.normal(size=d).astype(np.float32)
@@ -19,7 +20,7 @@ def test_cw_binary_linear_unbounded_matches_lemma1():
     f = binary_linear(w, 0.3)
     exact = exact_binary(w, 0.3, x, "l2")
     r = attacks.carlini_wagner_l2(f, x, y, key=KEY, binary_search_steps=10, steps=200, lr=0.01,
-                                  bounds=None)
+                                  bounds=None, abort_early=abort_early)
     d_ = np.asarray(r.distance)
     assert np.all(np.asarray(r.success))
     assert np.all(d_ >= exact * (1 - 1e-5))
