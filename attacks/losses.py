@@ -33,7 +33,11 @@ def is_adversarial(logits: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.argmax(logits) != y
 
 
-def confidently_adversarial(logits: jax.Array, y: jax.Array, rtol: float = 1e-5) -> jax.Array:
+#: Relative logit-margin tolerance of :func:`confidently_adversarial`.
+CONFIDENCE_RTOL = 1e-5
+
+
+def confidently_adversarial(logits: jax.Array, y: jax.Array, rtol: float = CONFIDENCE_RTOL) -> jax.Array:
     """Misclassified with a margin above float noise: ``margin > rtol * max(1, max|z|)``.
 
     The attacks only *keep* iterates that pass this stricter test, so that the
@@ -53,4 +57,4 @@ def get_loss(name: str) -> Callable:
     return LOSSES[name]
 
 
-__all__ = ["LOSSES", "confidently_adversarial", "cross_entropy", "get_loss", "is_adversarial", "margin"]
+__all__ = ["CONFIDENCE_RTOL", "LOSSES", "confidently_adversarial", "cross_entropy", "get_loss", "is_adversarial", "margin"]

@@ -49,7 +49,7 @@ import jax.numpy as jnp
 from attacks import checks
 from attacks.engine import EngineConfig, flat, run_lane, single
 from attacks.norms import clip_box, geometry, like
-from attacks.losses import margin
+from attacks.losses import CONFIDENCE_RTOL, margin
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize
 from attacks.xla import program
@@ -71,7 +71,7 @@ class SearchConfig:
 class SearchState(NamedTuple):
     lo: jax.Array     # () largest radius at which the attack failed (below hi)
     hi: jax.Array     # () norm of the best adversarial found; inf if none
-    best: jax.Array   # (*shape) the best adversarial point itself (x + delta, as evaluated)
+    best: jax.Array   # (*shape) the best adversarial point itself (x + delta)
     m_lo: jax.Array   # () largest logit margin the attack reached within radius lo (< 0)
     m_hi: jax.Array   # () logit margin of best (> 0)
     side: jax.Array   # () which end moved last: +1 hi, -1 lo, 0 none yet (Illinois)
@@ -108,7 +108,7 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
     ks = jnp.arange(1, K + 1, dtype=jnp.float32)
     logits_clean = fn1(x)
     m_clean = margin(logits_clean, y)
-    target = 2e-5 * jnp.maximum(1.0, jnp.max(jnp.abs(logits_clean)))
+    target = 2 * CONFIDENCE_RTOL * jnp.maximum(1.0, jnp.max(jnp.abs(logits_clean)))
 
     def round_fn(st: SearchState, rkey):
         broken = jnp.isfinite(st.hi)
