@@ -44,6 +44,14 @@ def check_norm(norm: Any, name: str = "norm") -> str:
     return canon
 
 
+def check_choice(value: Any, choices: Sequence[str], name: str) -> str:
+    """``value`` if it is one of ``choices``, else a ValueError naming ``name``."""
+    if not isinstance(value, str) or value not in choices:
+        listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+        raise ValueError(f"{name}: expected {listed}, got {value!r}")
+    return value
+
+
 def check_p(p: Any, name: str = "p") -> float:
     """An l_p exponent in [1, inf]; accepts 'linf'/'l2'/'l1' too."""
     if isinstance(p, str):
@@ -264,6 +272,7 @@ __all__ = [
     "NORMS",
     "check_array",
     "check_bounds",
+    "check_choice",
     "check_eps",
     "check_key",
     "check_labels",

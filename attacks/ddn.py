@@ -214,8 +214,7 @@ def ddn(
     gamma = checks.check_positive_float(gamma, "gamma")
     if gamma >= 1.0:
         raise ValueError(f"gamma: expected a number in (0, 1), got {gamma}")
-    if loss not in ("ce", "margin"):
-        raise ValueError(f"loss: expected 'ce' or 'margin', got {loss!r}")
+    loss = checks.check_choice(loss, ("ce", "margin"), "loss")
     cfg = DDNConfig(
         steps=checks.check_positive_int(steps, "steps"),
         gamma=gamma,

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attacks import checks
 from attacks.losses import confidently_adversarial, get_loss, margin
 from attacks.norms import Geometry, clip_box, geometry, like
 
@@ -185,9 +186,7 @@ def run_lane(
     ckpt_np = apgd_checkpoints(cfg.steps)
     ckpt, lengths = jnp.asarray(ckpt_np), jnp.asarray(_checkpoint_lengths(ckpt_np))
     apgd = cfg.schedule == "apgd"
-    if cfg.track not in ("loss", "norm"):
-        raise ValueError(f"track: expected 'loss' or 'norm', got {cfg.track!r}")
-    track_norm = cfg.track == "norm"
+    track_norm = checks.check_choice(cfg.track, ("loss", "norm"), "track") == "norm"
 
     def step(p, prev, s: LaneState, k, is_ckpt, length):
         """One step from iterate ``p`` (``prev`` the one before): ``(next iterate, state)``."""

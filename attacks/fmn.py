@@ -236,8 +236,7 @@ def fmn(
     l1_sparsity = checks.check_positive_float(l1_sparsity, "l1_sparsity", allow_zero=True)
     if l1_sparsity > 1.0:
         raise ValueError(f"l1_sparsity: expected a number in [0, 1], got {l1_sparsity}")
-    if l1_step not in ("l2", "sparse"):
-        raise ValueError(f"l1_step: expected 'l2' or 'sparse', got {l1_step!r}")
+    l1_step = checks.check_choice(l1_step, ("l2", "sparse"), "l1_step")
     cfg = FMNConfig(
         norm=norm,
         steps=checks.check_positive_int(steps, "steps"),

@@ -289,11 +289,8 @@ def minimal_distance(
     n = x.shape[0]
     norm = checks.check_norm(norm)
     restarts, steps = default_schedule(norm, restarts, steps)
-    radius = DEFAULT_RADIUS[norm] if radius is None else radius
-    if radius not in ("falsi", "bisect"):
-        raise ValueError(f"radius: expected 'falsi' or 'bisect', got {radius!r}")
-    if track not in ("loss", "norm"):
-        raise ValueError(f"track: expected 'loss' or 'norm', got {track!r}")
+    radius = checks.check_choice(DEFAULT_RADIUS[norm] if radius is None else radius, ("falsi", "bisect"), "radius")
+    track = checks.check_choice(track, ("loss", "norm"), "track")
     steps = checks.check_positive_int(steps, "steps")
     search_steps = checks.check_positive_int(search_steps, "search_steps", minimum=0)
     restarts = checks.check_positive_int(restarts, "restarts")
@@ -307,8 +304,7 @@ def minimal_distance(
     eps_max = checks.check_eps(eps_max, n, "eps_max")
     if checks.is_concrete(eps_max) and bool(jnp.any(eps_max <= 0)):
         raise ValueError("eps_max: must be > 0")
-    if loss not in ("ce", "margin"):
-        raise ValueError(f"loss: expected 'ce' or 'margin', got {loss!r}")
+    loss = checks.check_choice(loss, ("ce", "margin"), "loss")
     if step_size is not None:
         step_size = checks.check_positive_float(step_size, "step_size")
     engine = EngineConfig(

@@ -88,8 +88,7 @@ def pgd(
     restarts = checks.check_positive_int(restarts, "restarts")
     eps = checks.check_eps(eps, n, "eps")
     keys = checks.check_key(key, n)
-    if loss not in ("ce", "margin"):
-        raise ValueError(f"loss: expected 'ce' or 'margin', got {loss!r}")
+    loss = checks.check_choice(loss, ("ce", "margin"), "loss")
     if step_size is None:
         schedule, step = "apgd", 2.0 * eps
     else:
