@@ -66,6 +66,9 @@ class EngineConfig:
     l1_sparsity: float = 0.99
     track: str = "loss"
 
+    def __post_init__(self):
+        checks.check_choice(self.track, ("loss", "norm"), "track")
+
 
 class LaneState(NamedTuple):
     """A lane's loop state besides its two iterate buffers (see ``run_lane``)."""
@@ -186,7 +189,7 @@ def run_lane(
     ckpt_np = apgd_checkpoints(cfg.steps)
     ckpt, lengths = jnp.asarray(ckpt_np), jnp.asarray(_checkpoint_lengths(ckpt_np))
     apgd = cfg.schedule == "apgd"
-    track_norm = checks.check_choice(cfg.track, ("loss", "norm"), "track") == "norm"
+    track_norm = cfg.track == "norm"
 
     def step(p, prev, s: LaneState, k, is_ckpt, length):
         """One step from iterate ``p`` (``prev`` the one before): ``(next iterate, state)``."""

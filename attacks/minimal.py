@@ -147,22 +147,21 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
         better = cand_norm < st.hi
         hi = jnp.where(better, cand_norm, st.hi)
         best = jnp.where(better, cand, st.best)
-        m_hi = jnp.where(better, cand_margin, st.m_hi)
         # Radii where every lane failed, below the new upper end, raise lo.
         failed = ~jnp.any(jnp.isfinite(res.adv_norm), axis=1)      # (K,)
         lo_c = jnp.max(jnp.where(failed & (cands < hi), cands, 0.0))
         lo = jnp.minimum(jnp.maximum(st.lo, lo_c), hi)
         lo = jnp.where(jnp.isfinite(hi), lo, 0.0)
+        if not falsi:
+            return st._replace(lo=lo, hi=hi, best=best), None
+        m_hi = jnp.where(better, cand_margin, st.m_hi)
         m_fail = jnp.max(jnp.where(failed, jnp.max(res.margin_max, axis=1), -jnp.inf))
-        raised = lo > st.lo
-        m_lo = jnp.where(raised, m_fail, st.m_lo)
-        if falsi:
-            # An adversarial below lo means the attack missed one at lo: the
-            # bracket restarts from 0 (where the margin is m_clean).
-            missed = hi <= st.lo
-            lo = jnp.where(missed, 0.0, lo)
-            m_lo = jnp.where(missed, m_clean, m_lo)
-            raised = raised & ~missed
+        # An adversarial below lo means the attack missed one at lo: the
+        # bracket restarts from 0 (where the margin is m_clean).
+        missed = hi <= st.lo
+        raised = (lo > st.lo) & ~missed
+        lo = jnp.where(missed, 0.0, lo)
+        m_lo = jnp.where(missed, m_clean, jnp.where(raised, m_fail, st.m_lo))
         # Illinois: when the same end moves twice in a row, halve the other
         # end's margin so that the secant does not stall on a curved M.
         moved = jnp.where(raised, -1, jnp.where(found_now & broken, 1, 0))
@@ -290,7 +289,6 @@ def minimal_distance(
     norm = checks.check_norm(norm)
     restarts, steps = default_schedule(norm, restarts, steps)
     radius = checks.check_choice(DEFAULT_RADIUS[norm] if radius is None else radius, ("falsi", "bisect"), "radius")
-    track = checks.check_choice(track, ("loss", "norm"), "track")
     steps = checks.check_positive_int(steps, "steps")
     search_steps = checks.check_positive_int(search_steps, "search_steps", minimum=0)
     restarts = checks.check_positive_int(restarts, "restarts")

@@ -70,8 +70,7 @@ def ray_search(fn1: Callable, x, y, delta, steps: int,
     def point(t):
         return clip_box(x + t * delta, bounds)
 
-    one = like(x, 1.0)
-    init = (like(x, 0.0), one, jnp.minimum(m_lo, -1e-30), jnp.maximum(m_hi, 1e-30), like(x, 0, jnp.int32))
+    init = (like(x, 0.0), like(x, 1.0), jnp.minimum(m_lo, -1e-30), jnp.maximum(m_hi, 1e-30), like(x, 0, jnp.int32))
     t_hi = jax.lax.fori_loop(0, steps, body, init)[1]
     # Only the scalar t of the closest confirmed point is carried; the point is
     # rebuilt here by the same expression that was evaluated (``x + delta``
