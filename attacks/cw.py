@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from attacks import checks
+from attacks import checks, xla
 from attacks.engine import flat, single
 from attacks.losses import confidently_adversarial, margin
 from attacks.norms import like
@@ -87,10 +87,18 @@ def _cw_point(fn1, x, y, cfg: CWConfig, bounds):
         return dist2 + c * f, (xa, logits, dist2)
 
     grad_fn = jax.value_and_grad(objective, has_aux=True)
+    # Adam writes m, v and w in three fusions, each of which would recompute a
+    # fused chain of a model gradient (a patch CNN's col2im): then compute it
+    # once, inside a cond (attacks.xla.materialize). Needs an unbatched step
+    # index, which only the fixed-length loop has.
+    written = xla.gradient_is_written(fn1, x)
 
     def run_const(best_x, best_d, c):
-        def step(s: _Inner) -> _Inner:
-            (obj, (xa, logits, dist2)), g = grad_fn(s.w, c)
+        def step(s: _Inner, i=None) -> _Inner:
+            if written or i is None:
+                (obj, (xa, logits, dist2)), g = grad_fn(s.w, c)
+            else:
+                (obj, (xa, logits, dist2)), g = xla.materialize(lambda w: grad_fn(w, c), s.w, i)
             d = jnp.sqrt(dist2)      # the l2 distance comes with the objective
             adv = confidently_adversarial(logits, y)
             better = adv & (d < s.best_d)
@@ -111,7 +119,7 @@ def _cw_point(fn1, x, y, cfg: CWConfig, bounds):
             s = jax.lax.while_loop(lambda s: (s.k < cfg.steps) & ~s.done, step, s0)
         else:
             # A fixed number of steps: a plain scan, with no per-point selects.
-            s = jax.lax.fori_loop(0, cfg.steps, lambda _, s: step(s), s0)
+            s = jax.lax.fori_loop(0, cfg.steps, lambda i, s: step(s, i), s0)
         return s.best_x, s.best_d, s.success
 
     def outer(carry, _):

@@ -2,25 +2,39 @@
 
 Every attack is one XLA program whose steps are a model gradient plus a few
 per-point reductions (norms of perturbations and gradients) and elementwise
-updates. On the XLA:CPU of jaxlib 0.10-0.11 the reductions are by default
-handed to YNNPACK, where a per-row reduction of a ``(256, 784)`` batch takes
-about ten times as long as XLA's own loop (1.5 ms vs 0.11-0.17 ms per call,
-measured on this project's 2-core machine; a known regression,
-jax-ml/jax#37465, whose suggested workaround is the flag
-``--xla_cpu_experimental_ynn_fusion_type=-reduce``). The l_inf norm alone
-then cost more than the rest of the step's bookkeeping together.
+updates. Two defaults of the XLA:CPU in jaxlib 0.10 cost those reductions more
+than the rest of the bookkeeping together (measured on this project's 2-core
+machine, ``benchmarks/attack_overhead.py``):
 
-:func:`program` jits a function with that workaround applied to the
-function's own executable only (``jax.jit(..., compiler_options=...)``),
-keeping YNNPACK for the matrix products, which is what XLA does by default
-minus the reductions. Nothing changes for the user's other programs, and:
+* reductions are handed to YNNPACK, where a per-row reduction of a
+  ``(256, 784)`` batch takes about ten times as long as XLA's own loop (1.5 ms
+  vs 0.11-0.17 ms per call; a known regression, jax-ml/jax#37465, whose
+  suggested workaround is ``--xla_cpu_experimental_ynn_fusion_type=-reduce``);
+* the ``tree_reduction_rewriter`` pass splits every reduction longer than 32
+  elements into a reduce-window plus a second reduce (for float accuracy), and
+  the reduce-window cannot take its producer in: each l_2 norm of a
+  perturbation first writes the squares to memory and reads them back, three
+  passes over the input where one does. Disabling the pass took the l_2 lane
+  of the MNIST MLP from 1.31 to 1.15 times the cost of its bare gradients. A
+  row of ``d`` float32 values is then summed in XLA's vectorised loop (8-16
+  partial sums): relative error about ``d / 16 * 6e-8`` at worst, 3e-6 for
+  MNIST, far below what any attack's distance resolves; the returned distance
+  is recomputed on the returned example anyway.
 
-* the workaround is skipped when the user's ``XLA_FLAGS`` already set the
-  option (their choice wins) or ``RCURVES_XLA_DEFAULTS=1`` is set;
-* it is probed once, at the first compilation, by compiling a tiny function
-  with it; a jaxlib that does not know the option gets plain ``jax.jit``;
+:func:`program` jits a function with those options applied to the function's
+own executable only (``jax.jit(..., compiler_options=...)``), keeping YNNPACK
+for the matrix products. Nothing changes for the user's other programs, and:
+
+* an option the user's ``XLA_FLAGS`` already set is left to them (their choice
+  wins), and ``RCURVES_XLA_DEFAULTS=1`` turns all of them off;
+* each option is probed once, at the first compilation, by compiling a tiny
+  function with it; a jaxlib that does not know it gets plain ``jax.jit``;
 * when an attack is called inside a user's own ``jit``/``shard_map``/``pmap``
   it is inlined into the user's program and compiled with the user's options.
+
+:func:`materialize` is the other half: a way to make XLA write an array (the
+model's input gradient) to memory once instead of recomputing it inside every
+fusion that reads it.
 """
 from __future__ import annotations
 
@@ -32,27 +46,103 @@ import jax
 import jax.numpy as jnp
 
 YNN_OPTION = "xla_cpu_experimental_ynn_fusion_type"
-#: XLA's default YNNPACK fusion list (matrix products and reductions) minus reductions.
-WORKAROUND: Dict[str, Any] = {YNN_OPTION: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+PASSES_OPTION = "xla_disable_hlo_passes"
+#: The attack programs' options: XLA's default YNNPACK fusion list (matrix
+#: products and reductions) minus reductions, and no tree-reduction rewrite.
+WORKAROUND: Dict[str, Any] = {
+    YNN_OPTION: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
+    PASSES_OPTION: "tree_reduction_rewriter",
+}
 
 
 @functools.lru_cache(maxsize=None)
-def _probe() -> Optional[Dict[str, Any]]:
+def _probe(name: str) -> bool:
+    """Whether this jaxlib compiles with option ``name`` of ``WORKAROUND``."""
     try:
-        f = jax.jit(lambda v: jnp.max(jnp.abs(v)), compiler_options=dict(WORKAROUND))
+        f = jax.jit(lambda v: jnp.max(jnp.abs(v)), compiler_options={name: WORKAROUND[name]})
         f.lower(jnp.zeros((4,), jnp.float32)).compile()
-    except Exception:  # an older/newer jaxlib without the option: plain jit
-        return None
-    return dict(WORKAROUND)
+    except Exception:  # an older/newer jaxlib without the option
+        return False
+    return True
 
 
 def compiler_options() -> Optional[Dict[str, Any]]:
-    """The XLA compile options of the attack programs (None: XLA's defaults)."""
+    """The XLA compile options of the attack programs (None: XLA's defaults).
+
+    ``WORKAROUND`` minus the options this jaxlib does not know and those the
+    user's ``XLA_FLAGS`` set; None when nothing is left or
+    ``RCURVES_XLA_DEFAULTS=1``.
+    """
     if os.environ.get("RCURVES_XLA_DEFAULTS", "") not in ("", "0"):
         return None
-    if YNN_OPTION in os.environ.get("XLA_FLAGS", ""):
-        return None
-    return _probe()
+    flags = os.environ.get("XLA_FLAGS", "")
+    opts = {k: v for k, v in WORKAROUND.items() if k not in flags and _probe(k)}
+    return opts or None
+
+
+#: Primitives that only relabel an array (XLA turns them into bitcasts or
+#: fuses them for free): looked through when finding who computed a gradient.
+_RELABEL = {"reshape", "squeeze", "expand_dims", "convert_element_type", "copy", "copy_p", "transpose"}
+#: Primitives whose result XLA always writes to memory (library calls).
+_WRITTEN = {"dot_general", "conv_general_dilated"}
+
+
+def _producer(jaxpr, var) -> Optional[str]:
+    """Name of the primitive that computes ``var`` in ``jaxpr``, looking
+    through relabelling ops and into nested calls (jit, custom derivatives)."""
+    producers = {v: e for e in jaxpr.eqns for v in e.outvars}
+    while var in producers:
+        eqn = producers[var]
+        name = eqn.primitive.name
+        if name in _RELABEL:
+            var = eqn.invars[0]
+            continue
+        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr", eqn.params.get("fun_jaxpr")))
+        if inner is not None:
+            inner = getattr(inner, "jaxpr", inner)
+            return _producer(inner, inner.outvars[eqn.outvars.index(var)])
+        return name
+    return None  # an input or a constant
+
+
+def gradient_is_written(fn1: Callable, x: jax.Array) -> bool:
+    """Whether XLA writes ``grad(sum(fn1))(x)`` to memory as it computes it.
+
+    True when the input gradient of the one-point model ``fn1`` comes out of a
+    matrix product or a convolution (a dense or ``lax.conv`` first layer),
+    false when it is a chain of elementwise ops, pads and slices (e.g. the
+    transpose of an im2col patch extraction), which XLA recomputes inside
+    every fusion that reads it. Traces the model once more, on ``x``'s shape
+    only; True (the attacks then add nothing) if the model cannot be traced
+    apart from the attack, e.g. when it closes over a tracer of the user's
+    own transformation.
+    """
+    try:
+        spec = jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
+        closed = jax.make_jaxpr(jax.grad(lambda v: jnp.sum(fn1(v))))(spec)
+    except Exception:  # noqa: BLE001 - a speed heuristic must never fail an attack
+        return True
+    return _producer(closed.jaxpr, closed.jaxpr.outvars[0]) in _WRITTEN
+
+
+def materialize(fn: Callable, operand, index):
+    """``fn(operand)``, computed as a unit whose outputs XLA writes to memory.
+
+    XLA fuses cheap producers (elementwise ops, pads, slices) into each of
+    their consumers and recomputes them there; when a model's input gradient
+    is such a chain (the 16 padded slices of the CNN's col2im) and the step
+    reads it in four fusions, it is computed four times. Inside a
+    ``lax.cond`` the computation is one branch whose results are written once.
+    ``index`` must be an unbatched scalar that XLA cannot constant-fold (the
+    step counter of a ``lax.scan``): its predicate ``index >= 0`` is always
+    true, but a batched predicate would turn the cond into a select under
+    ``vmap`` and a constant one would be folded away. No copy is made: the
+    branch's results are its outputs. ``optimization_barrier`` does not do
+    this on XLA:CPU (it is removed before fusion).
+    """
+    shapes = jax.eval_shape(fn, operand)
+    zeros = lambda _: jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)  # noqa: E731
+    return jax.lax.cond(index >= 0, fn, zeros, operand)
 
 
 class Program:
@@ -107,4 +197,4 @@ def program(*, static_argnames: Sequence[str] = ()) -> Callable[[Callable], Prog
     return lambda fun: Program(fun, static_argnames)
 
 
-__all__ = ["Program", "WORKAROUND", "compiler_options", "program"]
+__all__ = ["Program", "WORKAROUND", "compiler_options", "gradient_is_written", "materialize", "program"]

@@ -32,13 +32,15 @@ def case():
 
 def test_workaround_applies_unless_the_user_chose(monkeypatch):
     opts = xla.compiler_options()
-    if opts is None:
-        pytest.skip("this jaxlib does not know the YNN fusion option")
-    assert opts == xla.WORKAROUND
+    if opts != xla.WORKAROUND:
+        pytest.skip("this jaxlib does not know every option")
     monkeypatch.setenv("RCURVES_XLA_DEFAULTS", "1")
     assert xla.compiler_options() is None
     monkeypatch.delenv("RCURVES_XLA_DEFAULTS")
+    # An option the user set in XLA_FLAGS is theirs; the others still apply.
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=-reduce")
+    assert xla.compiler_options() == {xla.PASSES_OPTION: xla.WORKAROUND[xla.PASSES_OPTION]}
+    monkeypatch.setenv("XLA_FLAGS", "--xla_disable_hlo_passes=foo --xla_cpu_experimental_ynn_fusion_type=-reduce")
     assert xla.compiler_options() is None
 
 
@@ -58,6 +60,108 @@ def test_attack_program_keeps_reductions_out_of_ynnpack():
         pytest.skip("this jaxlib does not send reductions to YNNPACK by default")
     tuned = _minimal_jit.lower(*args, cfg=cfg, bounds=None).compile().as_text()
     assert _ynn_reduce_fusions(tuned) == 0
+
+
+def test_attack_program_sums_norms_without_a_reduce_window():
+    """XLA:CPU's tree-reduction rewrite turns every per-point norm into a
+    reduce-window that first writes the squares out; the attack's own program
+    is compiled without it."""
+    if xla.compiler_options() != xla.WORKAROUND or jax.default_backend() != "cpu":
+        pytest.skip("workaround not active")
+    from attacks.engine import EngineConfig
+    from attacks.minimal import SearchConfig
+    w, b, x, y = linear_data(d=256, n=8)
+    cfg = SearchConfig(engine=EngineConfig(norm="l2", steps=3), search_steps=1)
+    args = (binary_linear(w, b), jnp.asarray(x), jnp.asarray(y), attacks.checks.check_key(KEY, len(x)),
+            jnp.full((len(x),), 10.0))
+    default = _minimal_jit._plain.lower(*args, cfg=cfg, bounds=None).compile().as_text()
+    if "reduce-window" not in default:
+        pytest.skip("this jaxlib does not rewrite long reductions")
+    tuned = _minimal_jit.lower(*args, cfg=cfg, bounds=None).compile().as_text()
+    assert "reduce-window" not in tuned
+
+
+def _mlp(x):
+    w = jnp.linspace(-1.0, 1.0, 16 * 3).reshape(16, 3)
+    return jnp.tanh(x.reshape(x.shape[0], -1) @ w)
+
+
+def _patch_cnn(x):
+    """A conv as im2col patches times a matrix: its input gradient is pads and adds."""
+    img = x.reshape(x.shape[0], 4, 4)
+    patches = jnp.stack([img[:, i:i + 3, j:j + 3].reshape(x.shape[0], -1)
+                         for i in range(2) for j in range(2)], axis=1)        # (n, 4, 9)
+    h = jnp.maximum(patches @ jnp.linspace(-1.0, 1.0, 9 * 2).reshape(9, 2), 0.0)
+    return h.reshape(x.shape[0], -1)[:, :3]
+
+
+def _lax_cnn(x):
+    img = x.reshape(x.shape[0], 1, 4, 4)
+    k = jnp.linspace(-1.0, 1.0, 3 * 9).reshape(3, 1, 3, 3)
+    out = jax.lax.conv_general_dilated(img, k, (1, 1), "VALID")
+    return out.mean(axis=(2, 3))
+
+
+@pytest.mark.parametrize("model, written", [(_mlp, True), (_lax_cnn, True), (_patch_cnn, False)])
+def test_gradient_is_written_tells_matrix_products_from_fused_chains(model, written):
+    from attacks.engine import single
+    fn1 = single(model, (16,))
+    assert xla.gradient_is_written(fn1, jax.ShapeDtypeStruct((16,), jnp.float32)) is written
+
+
+def test_materialize_is_the_identity_and_stays_a_conditional():
+    """Same values as the plain call, under vmap; the compiled scan keeps a
+    real conditional (a folded or batched predicate would remove it)."""
+    from attacks.engine import single
+    fn1 = single(_patch_cnn, (16,))
+    vg = jax.value_and_grad(lambda v: jnp.sum(fn1(v) ** 2))
+    x = jax.random.uniform(KEY, (5, 16))
+
+    def run(use):
+        def body(p, k):
+            f, g = xla.materialize(vg, p, k) if use else vg(p)
+            return p + 1e-3 * g, f
+        return jax.jit(jax.vmap(lambda p: jax.lax.scan(body, p, jnp.arange(4))))
+
+    plain, mat = run(False)(x), run(True)(x)
+    for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(mat)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert "conditional(" in run(True).lower(x).compile().as_text()
+
+
+@pytest.mark.parametrize("attack", ["minimal", "cw"])
+def test_materialized_gradient_gives_the_same_attack(monkeypatch, attack):
+    """On a patch CNN the attacks compute the gradient inside a cond; they
+    must find exactly what they find with the plain gradient, and every
+    distance must be backed by a re-checked adversarial."""
+    x = jax.random.uniform(KEY, (6, 16))
+    y = jnp.argmax(_patch_cnn(x), axis=1)
+    if attack == "minimal":
+        run = lambda: attacks.minimal_distance(  # noqa: E731
+            _patch_cnn, x, y, norm="l2", key=KEY, eps_max=4.0, search_steps=3, steps=6)
+    else:
+        run = lambda: attacks.carlini_wagner_l2(  # noqa: E731
+            _patch_cnn, x, y, key=KEY, binary_search_steps=4, steps=20, initial_const=1.0, abort_early=False)
+    jax.clear_caches()
+    res = run()
+    assert attacks.verify(_patch_cnn, x, y, res, "l2", (0.0, 1.0)) == {}
+    assert int(jnp.sum(res.success)) >= 2
+    calls = []
+    monkeypatch.setattr(xla, "gradient_is_written", lambda fn1, x: calls.append(1) or True)
+    jax.clear_caches()   # recompile: the cached program has the cond
+    plain = run()
+    assert calls, "the plain-gradient program was not traced"
+    np.testing.assert_array_equal(np.asarray(plain.success), np.asarray(res.success))
+    np.testing.assert_allclose(np.asarray(plain.distance), np.asarray(res.distance), rtol=1e-5)
+
+
+def test_cw_program_keeps_the_conditional():
+    from attacks.cw import CWConfig, _cw_jit
+    x = jax.random.uniform(KEY, (4, 16))
+    y = jnp.argmax(_patch_cnn(x), axis=1)
+    hlo = _cw_jit.lower(_patch_cnn, x, y, cfg=CWConfig(binary_search_steps=2, steps=4, abort_early=False),
+                        bounds=(0.0, 1.0)).compile().as_text()
+    assert "conditional(" in hlo
 
 
 def test_same_answer_top_level_and_inside_a_user_jit(case):
