@@ -175,3 +175,22 @@ def test_same_answer_top_level_and_inside_a_user_jit(case):
     size = _minimal_jit._cache_size()
     attacks.minimal_distance(f, x, y, **kw)
     assert _minimal_jit._cache_size() == size
+
+
+def test_model_closing_over_a_users_tracer(case):
+    """Params passed through the user's own jit are tracers of the user's
+    trace: the gradient check traces through them or falls back to the plain
+    gradient; either way the answer is the top-level one."""
+    f, x, y = case
+    w = jnp.linspace(-1.0, 1.0, x.shape[1])
+
+    def model(params, v):
+        m = v @ params
+        return jnp.stack([-m / 2, m / 2], axis=1)
+
+    kw = dict(norm="l2", key=KEY, eps_max=10.0, bounds=None, search_steps=3, steps=5)
+    yy = jnp.argmax(model(w, x), axis=1)
+    top = attacks.minimal_distance(lambda v: model(w, v), x, yy, **kw)
+    inner = jax.jit(lambda p, a, b: attacks.minimal_distance(lambda v: model(p, v), a, b, **kw).distance)(w, x, yy)
+    np.testing.assert_allclose(np.asarray(inner), np.asarray(top.distance), rtol=1e-5)
+    assert bool(jnp.all(jnp.isfinite(top.distance)))
