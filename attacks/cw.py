@@ -87,18 +87,14 @@ def _cw_point(fn1, x, y, cfg: CWConfig, bounds):
         return dist2 + c * f, (xa, logits, dist2)
 
     grad_fn = jax.value_and_grad(objective, has_aux=True)
-    # Adam writes m, v and w in three fusions, each of which would recompute a
-    # fused chain of a model gradient (a patch CNN's col2im): then compute it
-    # once, inside a cond (attacks.xla.materialize). Needs an unbatched step
-    # index, which only the fixed-length loop has.
-    written = xla.gradient_is_written(fn1, x)
+    # Adam reads the gradient in three fusions: computed once if the model's
+    # input gradient is a chain XLA would recompute in each (attacks.xla).
+    # Needs an unbatched step index, which only the fixed-length loop has.
+    grad_call = xla.gradient_caller(fn1, x)
 
     def run_const(best_x, best_d, c):
         def step(s: _Inner, i=None) -> _Inner:
-            if written or i is None:
-                (obj, (xa, logits, dist2)), g = grad_fn(s.w, c)
-            else:
-                (obj, (xa, logits, dist2)), g = xla.materialize(lambda w: grad_fn(w, c), s.w, i)
+            (obj, (xa, logits, dist2)), g = grad_call(lambda w: grad_fn(w, c), s.w, i)
             d = jnp.sqrt(dist2)      # the l2 distance comes with the objective
             adv = confidently_adversarial(logits, y)
             better = adv & (d < s.best_d)
