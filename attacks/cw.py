@@ -56,6 +56,7 @@ class _Inner(NamedTuple):
     done: jax.Array       # () bool, aborted
     best_x: jax.Array     # (*shape) smallest-l2 adversarial iterate of this point
     best_d: jax.Array     # () its l2 norm (inf if none)
+    best_m: jax.Array     # () its logit margin (for the final ray search)
     success: jax.Array    # () bool, any adversarial at this constant
 
 
@@ -66,6 +67,15 @@ def _to_x(w, x, bounds):
     return lo + (hi - lo) * (jnp.tanh(w) + 1.0) * 0.5
 
 
+def _dx_dw(xa, bounds):
+    """``d x'/d w`` of ``_to_x``, written with ``x'`` itself: ``(hi - lo)/2 *
+    (1 - tanh^2 w) = 2 (x' - lo)(hi - x')/(hi - lo)``."""
+    if bounds is None:
+        return 1.0
+    lo, hi = bounds
+    return (2.0 / (hi - lo)) * (xa - lo) * (hi - xa)
+
+
 def _from_x(x, bounds):
     if bounds is None:
         return jnp.zeros_like(x)
@@ -74,17 +84,18 @@ def _from_x(x, bounds):
     return jnp.arctanh(u)
 
 
-def _cw_point(fn1, x, y, cfg: CWConfig, bounds):
+def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
+    """CW for one point; ``m_clean`` is the logit margin at ``x``."""
     tx = optax.adam(cfg.lr)
     w0 = _from_x(x, bounds)
     check_every = max(cfg.steps // 10, 1)
 
-    def objective(w, c):
-        xa = _to_x(w, x, bounds)
+    def objective(xa, c):
+        """CW's objective at the input ``x'`` (its gradient is chained to ``w`` by hand)."""
         logits = fn1(xa)
         dist2 = jnp.sum(jnp.square(xa - x))
         f = jnp.maximum(-margin(logits, y), -cfg.confidence)
-        return dist2 + c * f, (xa, logits, dist2)
+        return dist2 + c * f, (logits, dist2)
 
     grad_fn = jax.value_and_grad(objective, has_aux=True)
     # Adam reads the gradient in three fusions: computed once if the model's
@@ -92,45 +103,70 @@ def _cw_point(fn1, x, y, cfg: CWConfig, bounds):
     # Needs an unbatched step index, which only the fixed-length loop has.
     grad_call = xla.gradient_caller(fn1, x)
 
-    def run_const(best_x, best_d, c):
-        def step(s: _Inner, i=None) -> _Inner:
-            (obj, (xa, logits, dist2)), g = grad_call(lambda w: grad_fn(w, c), s.w, i)
+    def evaluate(w, c, i=None):
+        """``(objective, x', logits, ||x' - x||^2, gradient in w)`` at ``w``.
+
+        The chain rule through the tanh box is applied by hand, with
+        ``dx'/dw`` written in terms of ``x'``: every pass after the one that
+        writes ``x'`` for the model reads ``x'`` instead of ``tanh(w)``. XLA
+        would otherwise keep ``tanh(w)`` (too costly to recompute) and write
+        ``x'`` in a second pass; with a step index, ``x'`` is computed in a
+        conditional whose result is written once (``attacks.xla.materialize``).
+        """
+        to_x = lambda v: _to_x(v, x, bounds)  # noqa: E731
+        xa = to_x(w) if i is None or bounds is None else xla.materialize(to_x, w, i)
+        (obj, (logits, dist2)), g = grad_call(lambda v: grad_fn(v, c), xa, i)
+        return obj, xa, logits, dist2, g * _dx_dw(xa, bounds)
+
+    def run_const(best_x, best_d, best_m, c):
+        def record(s: _Inner, xa, logits, dist2, live=True) -> _Inner:
+            """Bookkeeping from one evaluation: the smallest adversarial iterate."""
             d = jnp.sqrt(dist2)      # the l2 distance comes with the objective
-            adv = confidently_adversarial(logits, y)
+            adv = confidently_adversarial(logits, y) & live
             better = adv & (d < s.best_d)
-            best_x = jnp.where(better, xa, s.best_x)
-            best_d = jnp.where(better, d, s.best_d)
+            return s._replace(best_x=jnp.where(better, xa, s.best_x), best_d=jnp.where(better, d, s.best_d),
+                              best_m=jnp.where(better, margin(logits, y), s.best_m), success=s.success | adv)
+
+        def step(s: _Inner, i=None) -> _Inner:
+            obj, xa, logits, dist2, g = evaluate(s.w, c, i)
+            s = record(s, xa, logits, dist2)
             upd, opt = tx.update(g, s.opt, s.w)
             w = optax.apply_updates(s.w, upd)
             at_check = (s.k % check_every) == (check_every - 1)
             stalled = at_check & (obj > 0.9999 * s.prev) & cfg.abort_early
             prev = jnp.where(at_check, obj, s.prev)
-            return _Inner(s.k + 1, w, opt, prev, stalled, best_x, best_d, s.success | adv)
+            return s._replace(k=s.k + 1, w=w, opt=opt, prev=prev, done=stalled)
 
         s0 = _Inner(like(x, 0, jnp.int32), w0, tx.init(w0), like(x, jnp.inf),
-                    like(x, 0, jnp.bool_), best_x, best_d, like(x, 0, jnp.bool_))
+                    like(x, 0, jnp.bool_), best_x, best_d, best_m, like(x, 0, jnp.bool_))
+        # ``steps - 1`` gradient steps, then the last iterate is evaluated with
+        # a forward pass only: the update its gradient would give is never
+        # evaluated (the same iterates and results as ``steps`` full steps).
         if cfg.abort_early:
             # A per-point stopping rule: under vmap the loop runs until every
             # point has stopped, selecting each carry on its own predicate.
-            s = jax.lax.while_loop(lambda s: (s.k < cfg.steps) & ~s.done, step, s0)
+            s = jax.lax.while_loop(lambda s: (s.k < cfg.steps - 1) & ~s.done, step, s0)
         else:
             # A fixed number of steps: a plain scan, with no per-point selects.
-            s = jax.lax.fori_loop(0, cfg.steps, lambda i, s: step(s, i), s0)
-        return s.best_x, s.best_d, s.success
+            s = jax.lax.fori_loop(0, cfg.steps - 1, lambda i, s: step(s, i), s0)
+        xa = _to_x(s.w, x, bounds)
+        _, (logits, dist2) = objective(xa, c)
+        s = record(s, xa, logits, dist2, live=~s.done)
+        return s.best_x, s.best_d, s.best_m, s.success
 
     def outer(carry, _):
-        c, lower, upper, best_x, best_d = carry
-        best_x, best_d, ok = run_const(best_x, best_d, c)
+        c, lower, upper, best_x, best_d, best_m = carry
+        best_x, best_d, best_m, ok = run_const(best_x, best_d, best_m, c)
         upper = jnp.where(ok, jnp.minimum(upper, c), upper)
         lower = jnp.where(ok, lower, jnp.maximum(lower, c))
         bounded = upper < 1e10
         c = jnp.where(bounded, 0.5 * (lower + upper), c * 10.0)
-        return (c, lower, upper, best_x, best_d), None
+        return (c, lower, upper, best_x, best_d, best_m), None
 
-    init = (like(x, cfg.initial_const), like(x, 0.0), like(x, 1e10), x, like(x, jnp.inf))
-    (_, _, _, best_x, best_d), _ = jax.lax.scan(outer, init, None, length=cfg.binary_search_steps)
+    init = (like(x, cfg.initial_const), like(x, 0.0), like(x, 1e10), x, like(x, jnp.inf), like(x, 0.0))
+    (_, _, _, best_x, best_d, best_m), _ = jax.lax.scan(outer, init, None, length=cfg.binary_search_steps)
     found = jnp.isfinite(best_d)
-    refined = ray_search(fn1, x, y, best_x - x, cfg.refine_steps, bounds)
+    refined = ray_search(fn1, x, y, best_x - x, cfg.refine_steps, bounds, m_clean, best_m)
     best_x = jnp.where(found, refined, best_x)
     return best_x, found
 
@@ -138,9 +174,11 @@ def _cw_point(fn1, x, y, cfg: CWConfig, bounds):
 @program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _cw_jit(logits_fn, x, y, *, cfg: CWConfig, bounds):
     fn1 = single(logits_fn, x.shape[1:])
-    x_adv, found = jax.vmap(lambda xi, yi: _cw_point(fn1, xi, yi, cfg, bounds))(flat(x), y)
+    clean = logits_fn(x)
+    m_clean = jax.vmap(margin)(clean, y)
+    x_adv, found = jax.vmap(lambda xi, yi, mi: _cw_point(fn1, xi, yi, mi, cfg, bounds))(flat(x), y, m_clean)
     x_adv = x_adv.reshape(x.shape)
-    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds)
+    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds, clean_logits=clean)
 
 
 def carlini_wagner_l2(
@@ -184,8 +222,11 @@ def carlini_wagner_l2(
       found over all rounds and steps; ``inf`` where none, ``0`` where the
       clean point is already misclassified.
 
-    Cost: at most ``binary_search_steps * steps`` gradient evaluations per
-    point plus ``refine_steps + 4`` forward passes.
+    Cost per point: at most ``binary_search_steps * steps`` iterates
+    evaluated, each round's last one with a forward pass only (its gradient
+    would feed an update that is never evaluated), so at most
+    ``binary_search_steps * (steps - 1)`` gradients; plus ``refine_steps + 2``
+    forward passes (clean logits, ray search, re-check).
     """
     x, y, bounds, _ = checks.check_model_inputs(logits_fn, x, y, bounds)
     checks.check_key(key, x.shape[0])

@@ -3,8 +3,9 @@
 A *lane* is one run of projected gradient ascent on one point at one radius
 from one starting perturbation. Attacks ``vmap`` lanes over restarts and
 search candidates, then over points; the step loop is a ``lax.scan``, so a
-whole attack is one XLA program whose cost is ``steps`` gradient evaluations
-per lane.
+whole attack is one XLA program whose cost is ``steps`` model evaluations per
+lane: ``steps - 1`` gradients and a forward pass at the last iterate (the step
+from there would never be evaluated).
 
 Two step-size schedules:
 
@@ -44,7 +45,7 @@ class EngineConfig:
 
     Attributes:
       norm: 'linf' | 'l2' | 'l1'.
-      steps: gradient evaluations per lane.
+      steps: iterates evaluated per lane (``steps - 1`` gradients, one forward pass).
       loss: 'margin' (logit margin, CW f6) or 'ce' (cross-entropy).
       schedule: 'apgd' (adaptive, momentum) or 'fixed'.
       momentum: APGD's alpha.
@@ -194,11 +195,9 @@ def run_lane(
     apgd = cfg.schedule == "apgd"
     track_norm = cfg.track == "norm"
 
-    def step(p, prev, s: LaneState, k, is_ckpt, length):
-        """One step from iterate ``p`` (``prev`` the one before): ``(next iterate, state)``."""
-        (f, logits), g = grad_call(value_and_grad, p, k)
+    def record(p, f, logits, s: LaneState):
+        """Bookkeeping from one evaluation at ``p``: best loss, adversarial iterate."""
         f = jnp.where(jnp.isnan(f), -jnp.inf, f)
-        # Free bookkeeping from this evaluation: adversarial iterate, best loss.
         up = f > s.f_max
         if track_norm:
             nrm = geo.norm(p - x)
@@ -210,8 +209,14 @@ def run_lane(
             )
         else:
             s = s._replace(max_adv=jnp.where(up, confidently_adversarial(logits, y), s.max_adv))
-        s = s._replace(point_max=jnp.where(up, p, s.point_max), f_max=jnp.maximum(f, s.f_max),
-                       max_margin=jnp.where(up, margin(logits, y), s.max_margin))
+        return f, s._replace(point_max=jnp.where(up, p, s.point_max), f_max=jnp.maximum(f, s.f_max),
+                             max_margin=jnp.where(up, margin(logits, y), s.max_margin))
+
+    def step(p, prev, s: LaneState, k, is_ckpt, length):
+        """One step from iterate ``p`` (``prev`` the one before): ``(next iterate, state)``."""
+        (f, logits), g = grad_call(value_and_grad, p, k)
+        # Free bookkeeping from this evaluation: adversarial iterate, best loss.
+        f, s = record(p, f, logits, s)
         if cfg.norm != "linf":  # for sign steps the box clip already does this
             g = mask_box_gradient(g, p, bounds)
         if not apgd:
@@ -248,12 +253,17 @@ def run_lane(
         cur, s = step(prev, cur, s, k2, c2, l2)
         return (cur, prev, s), None
 
-    m = 2 * (cfg.steps // 2)
+    # The last evaluation only needs the logits: the step it would take is
+    # never evaluated. So ``steps - 1`` gradient steps, then one forward pass
+    # (the same iterates and results as ``steps`` full steps).
+    moves = cfg.steps - 1
+    m = 2 * (moves // 2)
     ks = jnp.arange(cfg.steps)
     xs = ((ks[0:m:2], ckpt[0:m:2], lengths[0:m:2]), (ks[1:m:2], ckpt[1:m:2], lengths[1:m:2]))
     (cur, prev, final), _ = jax.lax.scan(two_steps, (p0, p0, state), xs)
-    if cfg.steps % 2:
-        cur, final = step(cur, prev, final, ks[-1], ckpt[-1], lengths[-1])
+    if moves % 2:
+        cur, final = step(cur, prev, final, ks[m], ckpt[m], lengths[m])
+    _, final = record(cur, *objective(cur), final)
     delta_max = final.point_max - x
     if track_norm:
         adv_delta = jnp.where(jnp.isfinite(final.adv_norm), final.adv_point - x, 0.0)

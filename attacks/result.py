@@ -44,6 +44,7 @@ def finalize(
     found: jax.Array,
     norm: str,
     bounds: Optional[Tuple[float, float]],
+    clean_logits: Optional[jax.Array] = None,
 ) -> MinimalResult:
     """Re-check candidates and build the result (traceable; call inside jit).
 
@@ -51,9 +52,12 @@ def finalize(
     on the returned array) does not predict ``y`` and ``x_adv`` is inside
     ``bounds``. Clean misclassified points get distance 0 and ``x_adv = x``.
     The distance is computed from the returned arrays, so
-    ``||x_adv - x|| == distance`` exactly.
+    ``||x_adv - x|| == distance`` exactly. ``clean_logits``: ``logits_fn(x)``
+    when the caller already has them (saves a forward pass).
     """
-    clean_wrong = jnp.argmax(logits_fn(x), axis=-1) != y
+    if clean_logits is None:
+        clean_logits = logits_fn(x)
+    clean_wrong = jnp.argmax(clean_logits, axis=-1) != y
     x_adv = jnp.where(_bcast(clean_wrong, x), x, x_adv)
     adv_wrong = jnp.argmax(logits_fn(x_adv), axis=-1) != y
     inside = jnp.ones_like(adv_wrong)
