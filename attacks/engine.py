@@ -90,12 +90,12 @@ class LaneState(NamedTuple):
 
 
 class LaneResult(NamedTuple):
-    delta_max: jax.Array  # (*shape) highest-loss iterate
+    point_max: jax.Array  # (*shape) highest-loss iterate (a point, x + delta)
     f_max: jax.Array      # ()
-    adv_delta: jax.Array  # (*shape) smallest-norm adversarial iterate (zeros if none)
-    adv_norm: jax.Array   # () inf if no adversarial iterate was seen
-    adv_margin: jax.Array  # () logit margin of adv_delta (for the ray search)
-    margin_max: jax.Array  # () logit margin of delta_max (the lane's estimate of the largest margin in the ball)
+    adv_point: jax.Array  # (*shape) the adversarial iterate the lane reports (meaningless if adv_norm is inf)
+    adv_norm: jax.Array   # () its distance to x, geo.norm(adv_point - x); inf if no adversarial iterate was seen
+    adv_margin: jax.Array  # () logit margin of adv_point (for the ray search)
+    margin_max: jax.Array  # () logit margin of point_max (the lane's estimate of the largest margin in the ball)
 
 
 def apgd_checkpoints(steps: int) -> np.ndarray:
@@ -151,6 +151,7 @@ def run_lane(
     step_size: jax.Array,
     cfg: EngineConfig,
     bounds: Optional[Tuple[float, float]],
+    feasible: bool = False,
 ) -> LaneResult:
     """Projected gradient ascent of ``cfg.loss`` on one point, one radius.
 
@@ -159,14 +160,19 @@ def run_lane(
       x: the clean input, shape ``(*shape)``.
       y: its label, ``()`` int.
       eps: radius of the ball in ``cfg.norm``, ``()``.
-      delta0: starting perturbation ``(*shape)`` (projected first).
+      delta0: starting perturbation ``(*shape)``, projected first unless
+        ``feasible``.
       step_size: ``()``; initial step for 'apgd' (typically ``2 * eps``),
         the constant step for 'fixed'.
       cfg: static configuration.
       bounds: ``(lo, hi)`` box or None.
+      feasible: the caller guarantees that ``x + delta0`` lies in the ball
+        and the box (e.g. a point of the segment from ``x`` to an earlier
+        iterate): it is used as it is (an l_2 projection costs two passes
+        over the input).
 
     Returns:
-      LaneResult: highest-loss iterate and smallest-norm adversarial iterate.
+      LaneResult: highest-loss iterate and the adversarial iterate reported.
 
     The loop carries iterates themselves (``x + delta``, what the model sees)
     in two buffers, current and previous (APGD's momentum needs both). Each
@@ -237,7 +243,7 @@ def run_lane(
             ckpt_fmax=jnp.where(is_ckpt, s.f_max, s.ckpt_fmax),
         )
 
-    p0 = proj(x + delta0)
+    p0 = x + delta0 if feasible else proj(x + delta0)
     eta0 = like(x, 0.0) + step_size
     ninf = like(x, -jnp.inf)
     state = LaneState(
@@ -264,14 +270,11 @@ def run_lane(
     if moves % 2:
         cur, final = step(cur, prev, final, ks[m], ckpt[m], lengths[m])
     _, final = record(cur, *objective(cur), final)
-    delta_max = final.point_max - x
     if track_norm:
-        adv_delta = jnp.where(jnp.isfinite(final.adv_norm), final.adv_point - x, 0.0)
-        return LaneResult(delta_max, final.f_max, adv_delta, final.adv_norm, final.adv_margin,
+        return LaneResult(final.point_max, final.f_max, final.adv_point, final.adv_norm, final.adv_margin,
                           final.max_margin)
-    adv_delta = jnp.where(final.max_adv, delta_max, 0.0)
-    adv_norm = jnp.where(final.max_adv, geo.norm(delta_max), jnp.inf)
-    return LaneResult(delta_max, final.f_max, adv_delta, adv_norm, final.max_margin, final.max_margin)
+    adv_norm = jnp.where(final.max_adv, geo.norm(final.point_max - x), jnp.inf)
+    return LaneResult(final.point_max, final.f_max, final.point_max, adv_norm, final.max_margin, final.max_margin)
 
 
 def single(logits_fn: Callable, shape: Optional[Tuple[int, ...]] = None) -> Callable:

@@ -73,8 +73,9 @@ class SearchState(NamedTuple):
     hi: jax.Array     # () norm of the best adversarial found; inf if none
     best: jax.Array   # (*shape) the best adversarial point itself (x + delta)
     m_lo: jax.Array   # () largest logit margin the attack reached within radius lo (< 0)
-    m_hi: jax.Array   # () logit margin of best (> 0)
+    m_hi: jax.Array   # () logit margin at hi for the secant (> 0; halved by Illinois)
     side: jax.Array   # () which end moved last: +1 hi, -1 lo, 0 none yet (Illinois)
+    m_best: jax.Array  # () logit margin of best itself (for the final ray search)
 
 
 def _falsi_radius(st: SearchState, target) -> jax.Array:
@@ -100,13 +101,15 @@ def _falsi_radius(st: SearchState, target) -> jax.Array:
     return jnp.clip(st.lo + step, st.lo + width / 1e3, st.hi - width / 1e6)
 
 
-def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
-    """Radius search for one point; returns (best adversarial point, found)."""
+def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, bounds):
+    """Radius search for one point; returns (best adversarial point, found).
+
+    ``logits_clean``: the model's logits at ``x``, shape ``(K,)``.
+    """
     geo = geometry(cfg.engine.norm, cfg.engine.l1_sparsity)
     K, R = cfg.candidates, cfg.restarts
     falsi = cfg.radius == "falsi" and K == 1
     ks = jnp.arange(1, K + 1, dtype=jnp.float32)
-    logits_clean = fn1(x)
     m_clean = margin(logits_clean, y)
     target = 2 * CONFIDENCE_RTOL * jnp.maximum(1.0, jnp.max(jnp.abs(logits_clean)))
 
@@ -121,29 +124,37 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
         lane_keys = jax.random.split(rkey, K * R).reshape(K, R, -1)
 
         def lane(eps, rk, r):
-            warm = geo.project(st.best - x, eps)
-            rand = geo.random(rk, x.shape, eps)
-            d0 = jnp.where(r == 0, warm, rand)
             step = eps * (cfg.rel_step if cfg.rel_step is not None else 2.0)
+            if R == 1 and geo.name == "l2":
+                # The warm start is best projected onto the smaller ball: for
+                # l_2 the point of the segment x -> best at distance eps, a
+                # rescaling by eps / hi (hi = ||best - x||, from the lane
+                # that found it), inside the ball and the box as it is.
+                scale = jnp.minimum(1.0, eps / jnp.maximum(st.hi, 1e-30))
+                return run_lane(fn1, x, y, eps, (st.best - x) * scale, step, cfg.engine, bounds, feasible=True)
+            warm = geo.project(st.best - x, eps)
+            d0 = warm if R == 1 else jnp.where(r == 0, warm, geo.random(rk, x.shape, eps))
             return run_lane(fn1, x, y, eps, d0, step, cfg.engine, bounds)
 
         res = jax.vmap(
             lambda e, kr: jax.vmap(lambda k, r: lane(e, k, r))(kr, jnp.arange(R))
         )(cands, lane_keys)
         norms = res.adv_norm.reshape(-1)
-        i = jnp.argmin(norms)
-        cand_delta = res.adv_delta.reshape((K * R,) + x.shape)[i]
+        i = jnp.argmin(norms) if K * R > 1 else 0
+        cand = res.adv_point.reshape((K * R,) + x.shape)[i]
         found_now = jnp.isfinite(norms[i])
         cand_margin = res.adv_margin.reshape(-1)[i]
         if falsi:
             # No per-round ray search: the next round's radius comes from the
             # margins, and its warm start is this adversarial projected onto
-            # the smaller ball (a point of the ray, for l_2).
-            cand = x + cand_delta
+            # the smaller ball (a point of the ray, for l_2). Its norm comes
+            # from the lane, computed on the same arrays.
+            cand_norm = norms[i]
         else:
             # Pull the round's best adversarial toward x along its ray.
+            cand_delta = jnp.where(found_now, cand - x, 0.0)
             cand = ray_search(fn1, x, y, cand_delta, cfg.refine_steps, bounds, m_clean, cand_margin)
-        cand_norm = jnp.where(found_now, geo.norm(cand - x), jnp.inf)
+            cand_norm = jnp.where(found_now, geo.norm(cand - x), jnp.inf)
         better = cand_norm < st.hi
         hi = jnp.where(better, cand_norm, st.hi)
         best = jnp.where(better, cand, st.best)
@@ -155,6 +166,7 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
         if not falsi:
             return st._replace(lo=lo, hi=hi, best=best), None
         m_hi = jnp.where(better, cand_margin, st.m_hi)
+        m_best = jnp.where(better, cand_margin, st.m_best)
         m_fail = jnp.max(jnp.where(failed, jnp.max(res.margin_max, axis=1), -jnp.inf))
         # An adversarial below lo means the attack missed one at lo: the
         # bracket restarts from 0 (where the margin is m_clean).
@@ -168,17 +180,17 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
         m_lo = jnp.where((moved == 1) & (st.side == 1), 0.5 * m_lo, m_lo)
         m_hi = jnp.where((moved == -1) & (st.side == -1), 0.5 * m_hi, m_hi)
         side = jnp.where(moved != 0, moved, st.side)
-        return SearchState(lo, hi, best, m_lo, m_hi, side), None
+        return SearchState(lo, hi, best, m_lo, m_hi, side, m_best), None
 
     st0 = SearchState(like(x, 0.0), like(x, jnp.inf), x, m_clean, like(x, 0.0),
-                      like(x, 0, jnp.int32))
+                      like(x, 0, jnp.int32), like(x, 0.0))
     keys = jax.random.split(key, cfg.search_steps + 1)
     st, _ = jax.lax.scan(round_fn, st0, keys)
     found = jnp.isfinite(st.hi)
     if falsi and cfg.refine_steps > 0:
         # One ray search at the end, from the best adversarial of all rounds.
         delta = jnp.where(found, st.best - x, 0.0)
-        refined = ray_search(fn1, x, y, delta, cfg.refine_steps, bounds, m_clean)
+        refined = ray_search(fn1, x, y, delta, cfg.refine_steps, bounds, m_clean, st.m_best)
         return jnp.where(found, refined, st.best), found
     return st.best, found
 
@@ -186,11 +198,12 @@ def _search_point(fn1, x, y, key, eps_max, cfg: SearchConfig, bounds):
 @program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _minimal_jit(logits_fn, x, y, keys, eps_max, *, cfg: SearchConfig, bounds):
     fn1 = single(logits_fn, x.shape[1:])
+    clean = logits_fn(x)
     x_adv, found = jax.vmap(
-        lambda xi, yi, ki, ei: _search_point(fn1, xi, yi, ki, ei, cfg, bounds)
-    )(flat(x), y, keys, eps_max)
+        lambda xi, yi, li, ki, ei: _search_point(fn1, xi, yi, li, ki, ei, cfg, bounds)
+    )(flat(x), y, clean, keys, eps_max)
     x_adv = x_adv.reshape(x.shape)
-    return finalize(logits_fn, x, y, x_adv, found, cfg.engine.norm, bounds)
+    return finalize(logits_fn, x, y, x_adv, found, cfg.engine.norm, bounds, clean_logits=clean)
 
 
 #: Per-norm ``(restarts, steps)`` of ``minimal_distance`` when not given: the

@@ -35,7 +35,7 @@ def _pgd_jit(logits_fn, x, y, eps, keys, step_size, *, cfg, bounds, restarts, ra
         found = jnp.isfinite(res.adv_norm)
         score = jnp.where(found, res.f_max + 1e30, res.f_max)
         best = jnp.argmax(score)
-        return xi + res.delta_max[best]
+        return res.point_max[best]
 
     return jax.vmap(point)(flat(x), y, eps, keys, step_size).reshape(x.shape)
 
