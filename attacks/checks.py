@@ -8,6 +8,7 @@ shape checks always run.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Optional, Sequence, Tuple
 
@@ -230,13 +231,20 @@ def check_key(key: Any, n: int, name: str = "key") -> jax.Array:
             f"{name}: expected a jax.random key (jax.random.key or PRNGKey), got dtype {key.dtype}"
         )
     if key.shape == (2,):
-        return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(n, dtype=jnp.uint32))
+        return _fold_in_each(key, n)
     if key.ndim == 2 and key.shape == (n, 2):
         return key
     raise ValueError(
         f"{name}: expected one key (shape (2,)) or one per point (shape ({n}, 2)), "
         f"got shape {tuple(key.shape)}"
     )
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _fold_in_each(key: jax.Array, n: int) -> jax.Array:
+    """``fold_in(key, i)`` for ``i < n``, shape ``(n, 2)`` (one cached program
+    per ``n``; a fresh ``vmap`` here was retraced at every call, ~1 ms)."""
+    return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(n, dtype=jnp.uint32))
 
 
 def check_logits_fn(logits_fn: Callable, x: jax.Array, name: str = "logits_fn") -> int:

@@ -118,7 +118,7 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
         (obj, (logits, dist2)), g = grad_call(lambda v: grad_fn(v, c), xa, i)
         return obj, xa, logits, dist2, g * _dx_dw(xa, bounds)
 
-    def run_const(best_x, best_d, best_m, c):
+    def run_const(best_x, best_d, best_m, c, r):
         def record(s: _Inner, xa, logits, dist2, live=True) -> _Inner:
             """Bookkeeping from one evaluation: the smallest adversarial iterate."""
             d = jnp.sqrt(dist2)      # the l2 distance comes with the objective
@@ -137,26 +137,32 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
             prev = jnp.where(at_check, obj, s.prev)
             return s._replace(k=s.k + 1, w=w, opt=opt, prev=prev, done=stalled)
 
-        s0 = _Inner(like(x, 0, jnp.int32), w0, tx.init(w0), like(x, jnp.inf),
-                    like(x, 0, jnp.bool_), best_x, best_d, best_m, like(x, 0, jnp.bool_))
+        s = _Inner(like(x, 0, jnp.int32), w0, tx.init(w0), like(x, jnp.inf),
+                   like(x, 0, jnp.bool_), best_x, best_d, best_m, like(x, 0, jnp.bool_))
         # ``steps - 1`` gradient steps, then the last iterate is evaluated with
         # a forward pass only: the update its gradient would give is never
         # evaluated (the same iterates and results as ``steps`` full steps).
+        # The first step runs before the loop, on ``w0`` and Adam's zero
+        # moments themselves (which the loop would first copy into its own
+        # buffers); ``r``, the round, is its unbatched step index.
+        if cfg.steps >= 2:
+            s = step(s, r)
         if cfg.abort_early:
             # A per-point stopping rule: under vmap the loop runs until every
             # point has stopped, selecting each carry on its own predicate.
-            s = jax.lax.while_loop(lambda s: (s.k < cfg.steps - 1) & ~s.done, step, s0)
+            s = jax.lax.while_loop(lambda s: (s.k < cfg.steps - 1) & ~s.done, step, s)
         else:
             # A fixed number of steps: a plain scan, with no per-point selects.
-            s = jax.lax.fori_loop(0, cfg.steps - 1, lambda i, s: step(s, i), s0)
-        xa = _to_x(s.w, x, bounds)
+            s = jax.lax.fori_loop(1, max(cfg.steps - 1, 1), lambda i, s: step(s, i), s)
+        to_x = lambda v: _to_x(v, x, bounds)  # noqa: E731
+        xa = to_x(s.w) if bounds is None else xla.materialize(to_x, s.w, r)
         _, (logits, dist2) = objective(xa, c)
         s = record(s, xa, logits, dist2, live=~s.done)
         return s.best_x, s.best_d, s.best_m, s.success
 
-    def outer(carry, _):
+    def outer(carry, r):
         c, lower, upper, best_x, best_d, best_m = carry
-        best_x, best_d, best_m, ok = run_const(best_x, best_d, best_m, c)
+        best_x, best_d, best_m, ok = run_const(best_x, best_d, best_m, c, r)
         upper = jnp.where(ok, jnp.minimum(upper, c), upper)
         lower = jnp.where(ok, lower, jnp.maximum(lower, c))
         bounded = upper < 1e10
@@ -164,7 +170,8 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
         return (c, lower, upper, best_x, best_d, best_m), None
 
     init = (like(x, cfg.initial_const), like(x, 0.0), like(x, 1e10), x, like(x, jnp.inf), like(x, 0.0))
-    (_, _, _, best_x, best_d, best_m), _ = jax.lax.scan(outer, init, None, length=cfg.binary_search_steps)
+    rounds = jnp.arange(cfg.binary_search_steps)
+    (_, _, _, best_x, best_d, best_m), _ = jax.lax.scan(outer, init, rounds)
     found = jnp.isfinite(best_d)
     refined = ray_search(fn1, x, y, best_x - x, cfg.refine_steps, bounds, m_clean, best_m)
     best_x = jnp.where(found, refined, best_x)

@@ -47,11 +47,13 @@ import jax.numpy as jnp
 
 YNN_OPTION = "xla_cpu_experimental_ynn_fusion_type"
 PASSES_OPTION = "xla_disable_hlo_passes"
+VECTOR_OPTION = "xla_cpu_prefer_vector_width"
 #: The attack programs' options: XLA's default YNNPACK fusion list (matrix
 #: products and reductions) minus reductions, and no tree-reduction rewrite.
 WORKAROUND: Dict[str, Any] = {
     YNN_OPTION: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
     PASSES_OPTION: "tree_reduction_rewriter",
+    VECTOR_OPTION: 512,
 }
 
 
