@@ -201,8 +201,11 @@ def run_lane(
     apgd = cfg.schedule == "apgd"
     track_norm = cfg.track == "norm"
 
-    def record(p, f, logits, s: LaneState):
-        """Bookkeeping from one evaluation at ``p``: best loss, adversarial iterate."""
+    def record(p, f, logits, s: LaneState, keep_best=True):
+        """Bookkeeping from one evaluation at ``p``: best loss, adversarial
+        iterate. Returns ``(f, up, state)``, ``up`` when ``p`` is the new
+        highest-loss point; with ``keep_best=False`` the caller updates
+        ``point_max`` itself."""
         f = jnp.where(jnp.isnan(f), -jnp.inf, f)
         up = f > s.f_max
         if track_norm:
@@ -215,18 +218,21 @@ def run_lane(
             )
         else:
             s = s._replace(max_adv=jnp.where(up, confidently_adversarial(logits, y), s.max_adv))
-        return f, s._replace(point_max=jnp.where(up, p, s.point_max), f_max=jnp.maximum(f, s.f_max),
-                             max_margin=jnp.where(up, margin(logits, y), s.max_margin))
+        if keep_best:
+            s = s._replace(point_max=jnp.where(up, p, s.point_max))
+        return f, up, s._replace(f_max=jnp.maximum(f, s.f_max), max_margin=jnp.where(up, margin(logits, y), s.max_margin))
 
-    def step(p, prev, s: LaneState, k, is_ckpt, length):
-        """One step from iterate ``p`` (``prev`` the one before): ``(next iterate, state)``."""
+    def step(p, prev, s: LaneState, k, is_ckpt, length, keep_best=True):
+        """One step from iterate ``p`` (``prev`` the one before): ``(next
+        iterate, state, up)``. With ``keep_best=False``, ``point_max`` is left
+        to the caller (``up``: ``p`` is the new best)."""
         (f, logits), g = grad_call(value_and_grad, p, k)
         # Free bookkeeping from this evaluation: adversarial iterate, best loss.
-        f, s = record(p, f, logits, s)
+        f, up, s = record(p, f, logits, s, keep_best)
         if cfg.norm != "linf":  # for sign steps the box clip already does this
             g = mask_box_gradient(g, p, bounds)
         if not apgd:
-            return proj(p + geo.step(g, s.eta)), s._replace(f_prev=f)
+            return proj(p + geo.step(g, s.eta)), s._replace(f_prev=f), up
         n_up = s.n_up + (f > s.f_prev).astype(jnp.float32)
         z = proj(p + geo.step(g, s.eta))
         alpha = jnp.where(k == 0, 1.0, cfg.momentum)
@@ -236,12 +242,16 @@ def run_lane(
         # neither the step nor the best loss changed since the last one.
         halve = (n_up < cfg.rho * length) | ((s.ckpt_eta == s.eta) & (s.ckpt_fmax == s.f_max))
         reset = is_ckpt & halve
-        return jnp.where(reset, s.point_max, nxt), s._replace(
+        if keep_best:
+            nxt = jnp.where(reset, s.point_max, nxt)
+        else:   # the best is where(up, p, point_max), written differently (see two_steps)
+            nxt = jnp.where(reset & up, p, jnp.where(reset, s.point_max, nxt))
+        return nxt, s._replace(
             eta=jnp.where(reset, s.eta / 2.0, s.eta), moving=jnp.where(reset, 0.0, 1.0), f_prev=f,
             n_up=jnp.where(is_ckpt, 0.0, n_up),
             ckpt_eta=jnp.where(is_ckpt, s.eta, s.ckpt_eta),
             ckpt_fmax=jnp.where(is_ckpt, s.f_max, s.ckpt_fmax),
-        )
+        ), up
 
     p0 = x + delta0 if feasible else proj(x + delta0)
     eta0 = like(x, 0.0) + step_size
@@ -255,8 +265,16 @@ def run_lane(
     def two_steps(carry, xs):
         cur, prev, s = carry
         (k1, c1, l1), (k2, c2, l2) = xs
-        prev, s = step(cur, prev, s, k1, c1, l1)   # the new iterate overwrites the previous one
-        cur, s = step(prev, cur, s, k2, c2, l2)
+        # The new iterate overwrites the previous one. The best point is
+        # written once per two steps: the first step's update of it is left as
+        # an expression that only the second step's update reads (its own
+        # reset target is the same select written differently, so XLA does not
+        # share, hence write, it); one pass over three inputs instead of two
+        # over two.
+        pm0 = s.point_max
+        prev, s, up = step(cur, prev, s, k1, c1, l1, keep_best=False)
+        s = s._replace(point_max=jnp.where(up, cur, pm0))
+        cur, s, _ = step(prev, cur, s, k2, c2, l2)
         return (cur, prev, s), None
 
     # The last evaluation only needs the logits: the step it would take is
@@ -268,8 +286,8 @@ def run_lane(
     xs = ((ks[0:m:2], ckpt[0:m:2], lengths[0:m:2]), (ks[1:m:2], ckpt[1:m:2], lengths[1:m:2]))
     (cur, prev, final), _ = jax.lax.scan(two_steps, (p0, p0, state), xs)
     if moves % 2:
-        cur, final = step(cur, prev, final, ks[m], ckpt[m], lengths[m])
-    _, final = record(cur, *objective(cur), final)
+        cur, final, _ = step(cur, prev, final, ks[m], ckpt[m], lengths[m])
+    _, _, final = record(cur, *objective(cur), final)
     if track_norm:
         return LaneResult(final.point_max, final.f_max, final.adv_point, final.adv_norm, final.adv_margin,
                           final.max_margin)

@@ -172,7 +172,8 @@ def main(argv=None):
     p = C.parser("attack_overhead", __doc__, n=256)
     p.add_argument("--cnn-n", type=int, default=None, help="points for the CNN (default 64, to keep the run short)")
     p.add_argument("--models", default="mlp,cnn", help="comma list of mlp, cnn")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=9,
+                   help="interleaved timing rounds (a call varies by +-5%% from round to round on a 2-core VM)")
     p.add_argument("--search-steps", type=int, default=10)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--cw-bss", type=int, default=10, help="CW binary_search_steps (000 App. C.2: 10)")
