@@ -104,3 +104,32 @@ def exact_ball(center, radius, x, norm):
                     hi = mid
             out[i] = hi
     return out
+
+
+def counting_linear(w, b, counts):
+    """``binary_linear(w, b)`` that counts its evaluations: ``counts['forward']``
+    (every call, differentiated or not) and ``counts['backward']`` (every
+    gradient), via host callbacks (once per call for a batch of one)."""
+    import jax
+
+    base = binary_linear(w, b)
+
+    def bump(key):
+        def cb(_):
+            counts[key] = counts.get(key, 0) + 1
+        return cb
+
+    @jax.custom_vjp
+    def logits_fn(x):
+        jax.debug.callback(bump("forward"), x.reshape(-1)[0])
+        return base(x)
+
+    def fwd(x):
+        return logits_fn(x), x
+
+    def bwd(x, ct):
+        jax.debug.callback(bump("backward"), x.reshape(-1)[0])
+        return jax.vjp(base, x)[1](ct)
+
+    logits_fn.defvjp(fwd, bwd)
+    return logits_fn

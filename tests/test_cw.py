@@ -80,3 +80,23 @@ def test_cw_no_recompile_and_deterministic():
     b = attacks.carlini_wagner_l2(f, x, y, **kw)
     assert _cw_jit._cache_size() == size
     np.testing.assert_array_equal(np.asarray(a.distance), np.asarray(b.distance))
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 1.0), None])
+def test_cw_gradients_one_fewer_per_constant(bounds):
+    """``binary_search_steps * steps`` iterates evaluated, each constant's last
+    with a forward pass only; plus the clean logits, the ray search and the
+    re-check (``carlini_wagner_l2`` docstring)."""
+    from _models import counting_linear
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=8).astype(np.float32)
+    x = rng.uniform(0.2, 0.8, size=(1, 8)).astype(np.float32)
+    counts = {}
+    f = counting_linear(w, -float(x[0] @ w) + 0.3, counts)
+    y = np.asarray(np.argmax(binary_linear(w, -float(x[0] @ w) + 0.3)(x), -1))
+    bss, steps, refine = 3, 7, 4
+    r = attacks.carlini_wagner_l2(f, x, y, key=KEY, binary_search_steps=bss, steps=steps, abort_early=False,
+                                  refine_steps=refine, bounds=bounds)
+    jax.block_until_ready(r)
+    assert counts["backward"] == bss * (steps - 1)
+    assert counts["forward"] == bss * steps + refine + 2

@@ -71,3 +71,17 @@ def test_apgd_checkpoints_follow_croce_hein():
     m = apgd_checkpoints(100)
     # p = 0, 0.22, 0.41, 0.57, 0.7, 0.8, 0.87, 0.93, 0.99 (rounded up)
     assert list(np.flatnonzero(m)) == [22, 41, 57, 70, 80, 87, 93, 99]
+
+
+@pytest.mark.parametrize("steps", [1, 2, 5, 6])
+def test_lane_evaluates_every_iterate_with_one_gradient_fewer(case, steps):
+    """A lane of ``steps`` evaluates ``steps`` iterates; the last one needs no
+    gradient (the step it would feed is never evaluated): ``steps - 1``
+    backward passes (engine docstring; benchmarks/attack_overhead.py)."""
+    from _models import counting_linear
+    w, b, x, y = case
+    counts = {}
+    f = counting_linear(w, b, counts)
+    out = attacks.pgd(f, x[:1], y[:1], 0.05, norm="l2", steps=steps, key=KEY)
+    jax.block_until_ready(out)
+    assert counts == {"forward": steps, "backward": steps - 1} if steps > 1 else counts == {"forward": 1}
