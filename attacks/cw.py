@@ -100,8 +100,15 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
     grad_fn = jax.value_and_grad(objective, has_aux=True)
     # Adam reads the gradient in three fusions: computed once if the model's
     # input gradient is a chain XLA would recompute in each (attacks.xla).
-    # Needs an unbatched step index, which only the fixed-length loop has.
+    # Needs an unbatched step index: the fixed-length loop's, or the round's
+    # for the step before the loop; the abort_early while_loop has none.
     grad_call = xla.gradient_caller(fn1, x)
+
+    def box_point(w, i=None):
+        """``x' = _to_x(w)``; with an unbatched index ``i``, computed in a
+        conditional whose result XLA writes once (``attacks.xla.materialize``)."""
+        to_x = lambda v: _to_x(v, x, bounds)  # noqa: E731
+        return to_x(w) if i is None or bounds is None else xla.materialize(to_x, w, i)
 
     def evaluate(w, c, i=None):
         """``(objective, x', logits, ||x' - x||^2, gradient in w)`` at ``w``.
@@ -113,8 +120,7 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
         ``x'`` in a second pass; with a step index, ``x'`` is computed in a
         conditional whose result is written once (``attacks.xla.materialize``).
         """
-        to_x = lambda v: _to_x(v, x, bounds)  # noqa: E731
-        xa = to_x(w) if i is None or bounds is None else xla.materialize(to_x, w, i)
+        xa = box_point(w, i)
         (obj, (logits, dist2)), g = grad_call(lambda v: grad_fn(v, c), xa, i)
         return obj, xa, logits, dist2, g * _dx_dw(xa, bounds)
 
@@ -154,8 +160,7 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
         else:
             # A fixed number of steps: a plain scan, with no per-point selects.
             s = jax.lax.fori_loop(1, max(cfg.steps - 1, 1), lambda i, s: step(s, i), s)
-        to_x = lambda v: _to_x(v, x, bounds)  # noqa: E731
-        xa = to_x(s.w) if bounds is None else xla.materialize(to_x, s.w, r)
+        xa = box_point(s.w, r)
         _, (logits, dist2) = objective(xa, c)
         s = record(s, xa, logits, dist2, live=~s.done)
         return s.best_x, s.best_d, s.best_m, s.success
