@@ -3,7 +3,9 @@
 ``pgd`` maximises a loss inside the l_p ball of radius ``eps`` (one radius per
 point allowed) and returns, per point, the highest-loss iterate over all
 restarts. Restarts are parallel lanes (``vmap``), steps a ``lax.scan``: one
-jitted program costing ``restarts * steps`` gradient evaluations per point.
+jitted program costing ``restarts * steps`` model evaluations per point
+(``restarts * (steps - 1)`` gradients: a lane's last iterate needs only its
+logits).
 """
 from __future__ import annotations
 
@@ -64,7 +66,7 @@ def pgd(
       y: labels ``(n,)`` in ``[0, K)``.
       eps: radius, a scalar or ``(n,)``, in the units of ``norm``.
       norm: 'linf', 'l2' or 'l1'.
-      steps: gradient steps per restart.
+      steps: iterates evaluated per restart (``steps - 1`` gradient steps).
       key: a PRNG key (or one per point, ``(n, 2)``) for the random starts.
       step_size: absolute step (scalar or ``(n,)``) for Madry's fixed-step PGD;
         ``None`` uses APGD's adaptive schedule (initial step ``2 eps``, momentum,
