@@ -11,9 +11,18 @@ Two training objectives (paper 000, Section 3.1, methods 1 and 2):
   et al. use 2.5 eps / steps), in l_inf or l_2, clipped to the input box.
   Every example of the batch is replaced by its adversarial example.
 
-Optimiser: Adam (paper 000, Appendix C.1: learning rate 1e-3, batch size 128).
-An optional linear warm-up of ``eps`` over the first epochs helps large-eps
-AT start from a random initialisation.
+Optimiser: Adam (paper 000, Appendix C.1: learning rate 1e-3, batch size 128),
+with a constant learning rate or a cosine decay to 0 over the run
+(``lr_schedule``). An optional linear warm-up of ``eps`` over the first epochs
+helps large-eps AT start from a random initialisation.
+
+Data augmentation (``augment``, for the models of paper 004, Table 1): random
+shifts of up to ``shift`` pixels with zero fill (``'shift'``), additive
+Gaussian noise of standard deviation ``noise_std`` clipped to the box
+(``'noise'``), mixup with ``Beta(mixup_alpha, mixup_alpha)`` weights
+(``'mixup'``, Zhang et al. 2018) and cutout of a ``cutout`` x ``cutout``
+square set to 0 (``'cutout'``, DeVries & Taylor 2017). Augmentation is drawn
+from its own key inside the jitted step and applied before the AT attack.
 
 One jitted ``train_step(state, x, y, key, eps) -> (state, metrics)`` does the
 attack, the gradient and the update; the driver :func:`train` loops over
@@ -38,6 +47,8 @@ from attacks import checks
 from rcurves.models import ModelConfig, Params, apply_fn, init_params, make_logits_fn
 
 METHODS = ("st", "at")
+AUGMENTS = ("none", "shift", "noise", "mixup", "cutout")
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +68,13 @@ class TrainConfig:
       warmup_epochs: epochs over which ``eps`` grows linearly from 0 (AT).
       bounds: input box ``(lo, hi)`` or None.
       seed: the training key is ``PRNGKey(seed)`` unless one is passed.
+      lr_schedule: 'constant' or 'cosine' (decay from ``lr`` to 0 over all
+        updates).
+      augment: 'none', 'shift', 'noise', 'mixup' or 'cutout' (module doc).
+      shift: largest shift in pixels per axis ('shift'; images only).
+      noise_std: standard deviation of the Gaussian noise ('noise').
+      mixup_alpha: Beta parameter of the mixing weight ('mixup').
+      cutout: side of the square set to 0 ('cutout'; images only).
     """
 
     method: str = "st"
@@ -70,6 +88,12 @@ class TrainConfig:
     warmup_epochs: float = 0.0
     bounds: Optional[Tuple[float, float]] = (0.0, 1.0)
     seed: int = 0
+    lr_schedule: str = "constant"
+    augment: str = "none"
+    shift: int = 2
+    noise_std: float = 0.3
+    mixup_alpha: float = 1.0
+    cutout: int = 10
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -89,10 +113,26 @@ class TrainConfig:
         )
         b = checks.check_bounds(self.bounds)
         object.__setattr__(self, "bounds", b)
+        checks.check_choice(self.lr_schedule, LR_SCHEDULES, "lr_schedule")
+        checks.check_choice(self.augment, AUGMENTS, "augment")
+        checks.check_positive_int(self.shift, "shift", minimum=0)
+        checks.check_positive_int(self.cutout, "cutout")
+        object.__setattr__(self, "noise_std", checks.check_positive_float(self.noise_std, "noise_std"))
+        object.__setattr__(self, "mixup_alpha", checks.check_positive_float(self.mixup_alpha, "mixup_alpha"))
 
     def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready dict; augmentation settings that the chosen ``augment``
+        does not use, and the defaults of fields added later, are left out, so
+        configurations written before those fields existed keep their cache keys."""
         d = dataclasses.asdict(self)
         d["bounds"] = list(self.bounds) if self.bounds is not None else None
+        used = {"shift": "shift", "noise": "noise_std", "mixup": "mixup_alpha", "cutout": "cutout"}
+        for name in ("shift", "noise_std", "mixup_alpha", "cutout"):
+            if used.get(self.augment) != name:
+                d.pop(name)
+        for name, default in (("lr_schedule", "constant"), ("augment", "none")):
+            if d[name] == default:
+                d.pop(name)
         return d
 
     @classmethod
@@ -108,10 +148,9 @@ class TrainConfig:
 
     @property
     def name(self) -> str:
-        """Short label, e.g. 'ST', 'AT-linf-0.3'."""
-        if self.method == "st":
-            return "ST"
-        return f"AT-{self.norm}-{self.eps:g}"
+        """Short label, e.g. 'ST', 'AT-linf-0.3', 'ST+shift'."""
+        base = "ST" if self.method == "st" else f"AT-{self.norm}-{self.eps:g}"
+        return base if self.augment == "none" else f"{base}+{self.augment}"
 
 
 class TrainState(NamedTuple):
@@ -126,25 +165,81 @@ class TrainResult(NamedTuple):
 
 
 def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
-    """Adam with the configured learning rate (paper 000, Appendix C.1)."""
-    return optax.adam(cfg.lr)
+    """Adam's update direction (paper 000, Appendix C.1), without the learning rate.
+
+    The step multiplies it by ``-lr_t``, passed to it per update
+    (:func:`learning_rate`), so one compiled step serves every schedule and
+    run length; with a constant ``lr_t = cfg.lr`` this is ``optax.adam(cfg.lr)``.
+    """
+    return optax.scale_by_adam()
+
+
+def learning_rate(cfg: TrainConfig, step: int, total_steps: int) -> float:
+    """Learning rate of update ``step`` (0-based) of ``total_steps``:
+    ``cfg.lr``, or ``cfg.lr * (1 + cos(pi * step / total_steps)) / 2`` for 'cosine'."""
+    if cfg.lr_schedule == "cosine":
+        return float(cfg.lr * 0.5 * (1.0 + np.cos(np.pi * min(step, total_steps) / max(total_steps, 1))))
+    return float(cfg.lr)
+
+
+def augment_batch(cfg: TrainConfig, x: jax.Array, key: jax.Array) -> jax.Array:
+    """One random augmentation of a batch ``x (b, *input_shape)`` (not mixup).
+
+    'shift': each image moved by an integer offset drawn uniformly from
+    ``[-shift, shift]`` per spatial axis, vacated pixels 0 (inputs of shape
+    ``(H, W)`` or ``(H, W, C)``). 'noise': ``x + N(0, noise_std^2)`` clipped to
+    ``cfg.bounds``. 'cutout': a ``cutout x cutout`` square (centre uniform over
+    the image, clipped at its border) set to 0. 'none' and 'mixup': ``x``.
+    """
+    if cfg.augment == "noise":
+        out = x + cfg.noise_std * jax.random.normal(key, x.shape, x.dtype)
+        return out if cfg.bounds is None else jnp.clip(out, cfg.bounds[0], cfg.bounds[1])
+    if cfg.augment not in ("shift", "cutout"):
+        return x
+    if x.ndim not in (3, 4):
+        raise ValueError(f"augment={cfg.augment!r}: needs image inputs (b, H, W[, C]), got shape {x.shape}")
+    h, w = x.shape[1], x.shape[2]
+    rows = jnp.arange(h)[:, None]
+    cols = jnp.arange(w)[None, :]
+    if cfg.augment == "shift":
+        s = cfg.shift
+        offs = jax.random.randint(key, (x.shape[0], 2), -s, s + 1)
+
+        def shift_one(img, off):
+            pad = [(s, s), (s, s)] + [(0, 0)] * (img.ndim - 2)
+            big = jnp.pad(img, pad)
+            start = (s - off[0], s - off[1]) + (0,) * (img.ndim - 2)
+            return jax.lax.dynamic_slice(big, start, img.shape)
+
+        return jax.vmap(shift_one)(x, offs)
+    centres = jax.random.randint(key, (x.shape[0], 2), 0, jnp.array([h, w]))
+    half = cfg.cutout // 2
+
+    def cut_one(img, c):
+        inside = ((rows >= c[0] - half) & (rows < c[0] - half + cfg.cutout)
+                  & (cols >= c[1] - half) & (cols < c[1] - half + cfg.cutout))
+        inside = inside.reshape(inside.shape + (1,) * (img.ndim - 2))
+        return jnp.where(inside, jnp.zeros((), img.dtype), img)
+
+    return jax.vmap(cut_one)(x, centres)
 
 
 def make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
-    """The jitted ``step(state, x, y, key, eps) -> (state, metrics)``.
+    """The jitted ``step(state, x, y, key, eps, lr=None) -> (state, metrics)``.
 
     ``x (b, *input_shape)``, ``y (b,)``, ``key`` the PRNG key of the
     attacks (update ``t = state.step`` draws its random start from
-    ``fold_in(key, t)``), ``eps`` a float32 scalar (the current AT radius;
-    unused for ST). ``metrics`` holds the mean training loss and the accuracy on the
+    ``fold_in(key, t)``, its augmentation from another key folded from it),
+    ``eps`` a float32 scalar (the current AT radius; unused for ST), ``lr`` the
+    float32 learning rate of this update (None: ``cfg.lr``). ``metrics`` holds the mean training loss and the accuracy on the
     examples trained on (adversarial ones for AT).
 
     The step depends on ``cfg`` only through its static fields (method, norm,
     attack steps, relative step, bounds, learning rate); configurations that
-    differ only in ``eps``, ``epochs``, warm-up or seed share one compiled step.
+    differ only in ``eps``, ``epochs``, warm-up, schedule or seed share one compiled step.
     """
     static = dataclasses.replace(cfg, eps=1.0 if cfg.method == "at" else 0.0, epochs=1, warmup_epochs=0.0,
-                                 seed=0, batch_size=1)
+                                 seed=0, batch_size=1, lr_schedule="constant")
     return _make_train_step(model_cfg, static)
 
 
@@ -153,13 +248,26 @@ def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
     apply = apply_fn(model_cfg)
     opt = make_optimizer(cfg)
 
-    def loss_fn(params, x, y):
+    def loss_fn(params, x, y, y2, lam):
         logits = apply(params, x)
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+        ce = optax.softmax_cross_entropy_with_integer_labels
+        loss = (lam * ce(logits, y) + (1.0 - lam) * ce(logits, y2)).mean()
         return loss, logits
 
     @jax.jit
-    def step(state: TrainState, x, y, key, eps):
+    def step(state: TrainState, x, y, key, eps, lr=None):
+        lr = cfg.lr if lr is None else lr
+        y2, lam = y, jnp.ones((), jnp.float32)
+        if cfg.augment != "none":
+            k_aug = jax.random.fold_in(jax.random.fold_in(key, 0x5A17), state.step)
+            if cfg.augment == "mixup":
+                k_lam, k_perm = jax.random.split(k_aug)
+                lam = jax.random.beta(k_lam, cfg.mixup_alpha, cfg.mixup_alpha).astype(jnp.float32)
+                perm = jax.random.permutation(k_perm, x.shape[0])
+                x = lam * x + (1.0 - lam) * x[perm]
+                y2 = y[perm]
+            else:
+                x = augment_batch(cfg, x, k_aug)
         if cfg.method == "at":
             frozen = jax.lax.stop_gradient(state.params)
 
@@ -172,9 +280,9 @@ def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
                 step_size=cfg.rel_step * eps / cfg.attack_steps, bounds=cfg.bounds, loss="ce",
             )
             x = jax.lax.stop_gradient(x_adv)
-        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, x, y)
-        updates, opt_state = opt.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
+        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, x, y, y2, lam)
+        direction, opt_state = opt.update(grads, state.opt_state, state.params)
+        params = jax.tree_util.tree_map(lambda p, u: p - lr * u, state.params, direction)
         acc = jnp.mean(jnp.argmax(logits, axis=-1) == y)
         return TrainState(params, opt_state, state.step + 1), {"loss": loss, "accuracy": acc}
 
@@ -255,7 +363,8 @@ def train(
         for b in range(steps_per_epoch):
             idx = perm[b * bs:(b + 1) * bs]
             eps_t = eps_schedule(cfg, t, steps_per_epoch)
-            state, m = step_fn(state, x_host[idx], y_host[idx], k_attack, np.float32(eps_t))
+            lr_t = learning_rate(cfg, t, cfg.epochs * steps_per_epoch)
+            state, m = step_fn(state, x_host[idx], y_host[idx], k_attack, np.float32(eps_t), np.float32(lr_t))
             losses.append(m["loss"])
             accs.append(m["accuracy"])
             t += 1
@@ -308,7 +417,9 @@ __all__ = [
     "TrainResult",
     "TrainState",
     "eps_schedule",
+    "augment_batch",
     "init_state",
+    "learning_rate",
     "make_optimizer",
     "make_train_step",
     "raw_key",

