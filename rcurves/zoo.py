@@ -47,10 +47,11 @@ class ZooEntry:
     model: ModelConfig
     train: TrainConfig
     note: str = ""
+    n_train: Optional[int] = None   # a random subset of the training split (default: all of it)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "dataset": self.dataset, "model": self.model.to_dict(),
-                "train": self.train.to_dict(), "note": self.note}
+                "train": self.train.to_dict(), "note": self.note, "n_train": self.n_train}
 
 
 class ZooModel(NamedTuple):
@@ -179,7 +180,12 @@ def train_data(model: "ZooModel | ZooEntry | str") -> Tuple[np.ndarray, np.ndarr
     """The training split the entry is trained on: ``x (n, H, W, C)`` in [0, 1], ``y (n,)``."""
     from rcurves.datasets import load_dataset
 
-    return load_dataset(_entry_of(model).dataset, "train")
+    e = _entry_of(model)
+    x, y = load_dataset(e.dataset, "train")
+    if e.n_train is not None and e.n_train < x.shape[0]:
+        idx = np.sort(np.random.default_rng(1).permutation(x.shape[0])[:e.n_train])
+        x, y = x[idx], y[idx]
+    return x, y
 
 
 def test_data(model: "ZooModel | ZooEntry | str") -> Tuple[np.ndarray, np.ndarray]:

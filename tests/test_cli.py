@@ -48,7 +48,7 @@ def test_demo_tiny_end_to_end_and_warm_rerun(tmp_path, capsys):
     assert main(args) == 0
     printed = capsys.readouterr().out
     doc = _strict_json(os.path.join(out, "curves.json"))
-    labels = ["ST", "AT-linf-0.1", "AT-linf-0.3", "AT-l2-2"]
+    labels = ["ST", "AT-linf-0.1", "AT-linf-0.3", "AT-l2-1.5"]
     assert list(doc["models"]) == labels and doc["norms"] == ["linf", "l2"]
     n = doc["data"]["n"]
     assert n == 24 and len(doc["labels"]) == n
