@@ -20,7 +20,7 @@ calls) is reported.
 
     python experiments/nn1_exact_curve.py --out results/experiments/nn1_exact_curve
 
-``--quick``: 15 test points, two small MLPs trained here.
+``--quick``: 10 test points, two small MLPs trained here.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def main(argv=None):
     args = parse_args(__doc__, "nn1_exact_curve", argv)
     xq, yq = load_dataset("digits", "test")
     if args.quick:
-        xq, yq = xq[:15], yq[:15]
+        xq, yq = xq[:10], yq[:10]
     st, at = pair(args, "digits", "digits-mlp-st", "digits-mlp-at-linf-0.1", 0.1)
     xt, yt = st.x_train, st.y_train
     exact, cost = {}, {}
@@ -66,7 +66,7 @@ def main(argv=None):
     key = jax.random.PRNGKey(args.seed)
     for m in (st, at):
         res = attacks.minimal_distance(m.logits_fn, xq, yq, norm="linf", key=key,
-                                       search_steps=4 if args.quick else 12, steps=10 if args.quick else 50,
+                                       search_steps=3 if args.quick else 12, steps=5 if args.quick else 50,
                                        restarts=1 if args.quick else 2)
         models[m.name] = np.asarray(res.distance, np.float64)
     nn_d = exact["linf"]["distance"]
@@ -81,7 +81,7 @@ def main(argv=None):
     closer = gap[at.name] < gap[st.name]
     all_checked = all(v["rechecked"] == len(yq) for v in exact.values())
     c = cost["linf"]
-    pre = "quick run (15 points, small MLPs): " if args.quick else ""
+    pre = "quick run (10 points, small MLPs): " if args.quick else ""
     claims = [
         claim("002", "Section 4 (beyond the paper: exact 1-NN curve on digits)",
               "Adversarial training can make models behave like the 1-NN classifier (here, in robustness: the AT "

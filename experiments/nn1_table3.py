@@ -12,7 +12,7 @@ training points (a range again where the vote itself ties).
 
     python experiments/nn1_table3.py --out results/experiments/nn1_table3
 
-``--quick``: digits in full, MNIST on 200 test images.
+``--quick``: digits in full, MNIST on 100 test images.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def main(argv=None):
         xt, yt = load_dataset(name, "train")
         xq, yq = load_dataset(name, "test")
         if args.quick and name == "mnist":
-            pick = np.random.default_rng(args.seed).choice(xq.shape[0], 200, replace=False)
+            pick = np.random.default_rng(args.seed).choice(xq.shape[0], 100, replace=False)
             xq, yq = xq[pick], yq[pick]
         table[name] = {"train": int(xt.shape[0]), "test": int(xq.shape[0])}
         for p in ("l2", "linf"):

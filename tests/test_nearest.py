@@ -114,8 +114,8 @@ def test_nn1_distance_equals_brute_force_in_2d(p):
     xt, yt, xq = _data(25, 8, 2, 2, 3)
     y, tie = nn1_predict(xt, yt, xq, p="l2")
     r = nn1_distance(xt, yt, xq, y, p=p, bounds=(0.0, 1.0))
-    h = 1.0 / 600
-    g = np.linspace(0.0, 1.0, 601)
+    h = 1.0 / 400
+    g = np.linspace(0.0, 1.0, 401)
     grid = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
     d2 = ((grid[:, None, :] - xt[None]) ** 2).sum(-1)
     for q in range(xq.shape[0]):
