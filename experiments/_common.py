@@ -113,3 +113,66 @@ def fmt(v: float, digits: int = 3) -> str:
     """A number for a claim's text: ``inf`` stays ``inf``."""
     v = float(v)
     return "inf" if math.isinf(v) else f"{v:.{digits}g}"
+
+
+# ---------------------------------------------------------------------------
+# the zoo models of the MNIST experiments, and their tiny stand-ins for --quick
+
+
+def tiny_entry(name: str, hidden=(32,), epochs: int = 2, n_train: int = 512):
+    """A zoo entry's recipe on a small MLP and a few hundred images: the stand-in
+    ``--quick`` uses, so that it runs on a fresh machine in seconds (the numbers it
+    gives are not the paper's claims, only the code path and the exact facts)."""
+    import dataclasses
+
+    from rcurves import zoo
+    from rcurves.models import ModelConfig
+
+    e = zoo.entry(name)
+    mlp = ModelConfig(arch="mlp", input_shape=e.model.input_shape, n_classes=e.model.n_classes, hidden=hidden)
+    t = dataclasses.replace(e.train, epochs=epochs, batch_size=64, attack_steps=3,
+                            warmup_epochs=min(e.train.warmup_epochs, 1.0))
+    return dataclasses.replace(e, name="quick-" + name, model=mlp, train=t, n_train=n_train,
+                               note="--quick stand-in: " + e.note)
+
+
+QUICK_MODELS = ("mnist-cnn-st", "mnist-cnn-at-linf-0.3", "mnist-cnn-at-l2-1.5")
+
+
+def zoo_models(args, names: Sequence[str]):
+    """``{label: ZooModel}`` of zoo entries (tiny stand-ins with ``--quick``), labelled by their
+    training ('ST', 'AT-linf-0.3', ...)."""
+    from rcurves import zoo
+
+    out = {}
+    for name in names:
+        if args.quick and name not in QUICK_MODELS:
+            continue   # --quick: a subset (every model is another compilation of each attack)
+        e = tiny_entry(name) if args.quick else zoo.entry(name)
+        m = zoo.load(e, cache=args.cache, retrain=args.retrain, progress=not args.no_progress)
+        out[e.train.name] = m
+    return out
+
+
+def zoo_evaluation(args, names: Sequence[str], norms: Sequence[str] = ("linf", "l2"), n: Optional[int] = None,
+                   attack=None, dataset: str = "mnist"):
+    """The held-out evaluation of zoo models, shared by the experiments that need it.
+
+    Runs are kept under ``<cache>/evaluations/<dataset>[-quick]`` and resumed, so
+    Table 1, Figures 2-4 and 7 compute each (model, norm) once. ``--quick``: 32
+    points and a small attack budget on the tiny stand-ins. Default attack: the
+    APGD radius search with 10 rounds x 20 steps and, for l_2, also CW (10
+    constants x 100 steps), keeping per point the smaller verified distance.
+    """
+    from rcurves import evaluate, zoo
+
+    if attack is None:
+        attack = (evaluate.AttackSettings(search_steps=4, steps=8, cw=False) if args.quick else
+                  evaluate.AttackSettings(search_steps=10, steps=20, cw=True, cw_binary_search_steps=10,
+                                          cw_steps=100, cw_lr=0.05))
+    models = zoo_models(args, names)
+    cache = args.cache or zoo.default_cache()
+    out_dir = os.path.join(cache, "evaluations", dataset + ("-quick" if args.quick else ""))
+    return evaluate.evaluate({k: m for k, m in models.items()}, dataset, norms=norms,
+                             n=32 if (args.quick and n is None) else n, attack=attack, seed=args.seed,
+                             out_dir=out_dir, progress=not args.no_progress), models

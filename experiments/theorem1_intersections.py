@@ -8,21 +8,23 @@ This script computes both curves from the exact distances with
 ``rcurves.curves``, checks the inequalities at every threshold, and compares
 the intersections found (exactly, and on a grid) with the designed ones.
 
-    python experiments/theorem1_intersections.py --out results/theorem1 \
+    python experiments/theorem1_intersections.py --out results/experiments/theorem1_intersections \
         --t1 0.5 1.5 2.0 4.0 --t2 1.0 3.0 5.0
 
 Writes ``theorem1_intersections.json`` and ``theorem1_intersections.png``.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import sys
 
 import numpy as np
 
-from rcurves.curves import curve_intersections, exact_curve_intersections, robustness_curve
-from rcurves.datasets import theorem1_construction
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import claim, parse_args, write_result  # noqa: E402
+
+from rcurves.curves import curve_intersections, exact_curve_intersections, robustness_curve  # noqa: E402
+from rcurves.datasets import theorem1_construction  # noqa: E402
 
 
 def _plot(eps, r1, r2, t1, t2, crossings, path):
@@ -51,16 +53,16 @@ def _plot(eps, r1, r2, t1, t2, crossings, path):
     plt.close(fig)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def _options(ap):
     ap.add_argument("--t1", type=float, nargs="*", default=[0.5, 1.5, 2.0, 4.0],
                     help="thresholds where c1 must be more robust (R1 < R2)")
     ap.add_argument("--t2", type=float, nargs="*", default=[1.0, 3.0, 5.0],
                     help="thresholds where c2 must be more robust (R1 > R2)")
     ap.add_argument("--grid", type=int, default=2001, help="grid points for the plot")
-    ap.add_argument("--out", default="results/theorem1", help="output directory")
-    args = ap.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
+
+
+def main(argv=None):
+    args = parse_args(__doc__, "theorem1_intersections", argv, extra=_options)
 
     c = theorem1_construction(args.t1, args.t2)
     # equally weighted sample with the construction's weights (counts 1 or 2)
@@ -106,13 +108,18 @@ def main(argv=None):
         "grid_crossings": on_grid.tolist(), "grid_points": args.grid,
         "all_hold": bool(holds.all()), "crossings_match": bool(match),
     }
-    json_path = os.path.join(args.out, "theorem1_intersections.json")
-    with open(json_path + ".tmp", "w") as f:
-        json.dump(record, f, indent=2)
-    os.replace(json_path + ".tmp", json_path)
     png_path = os.path.join(args.out, "theorem1_intersections.png")
     _plot(eps, r1, r2, t1, t2, c.crossings, png_path)
-    print(f"\nwrote {json_path}\nwrote {png_path}")
+    ok = bool(holds.all()) and bool(match)
+    claims = [claim(
+        "000", "Appendix A, Theorem 1",
+        "For any two disjoint finite threshold sets T1, T2 there is a distribution and two classifiers c1, c2 with "
+        "R^c1(t) < R^c2(t) on T1 and R^c1(t) > R^c2(t) on T2; the curves cross exactly at (t_i + t'_i)/2 and "
+        "(t_i + t'_{i+1})/2.",
+        f"T1 = {t1.tolist()}, T2 = {t2.tolist()}: the inequality holds at {int(holds.sum())} of {holds.size} thresholds; "
+        f"exact crossings below 2d: {designed_region.tolist()} (designed: {c.crossings.tolist()})",
+        "reproduced" if ok else "differs", "" if ok else "the construction does not give the designed curves")]
+    write_result(args, record, claims, [png_path])
     return record
 
 

@@ -2,6 +2,10 @@
 
 Per-point minimal adversarial distances, robustness curves, exact theory for
 linear models, adversarial sparsity and inter-class distances.
+
+The evaluation pipeline is :func:`rcurves.evaluate.evaluate` (models x data x
+norms -> :class:`Evaluation`); the named, cached models of the demo and the
+experiments are in :mod:`rcurves.zoo`.
 """
 from rcurves.datasets import tsipras_p1
 from rcurves.datasets import nakkiran_p2
@@ -53,6 +57,11 @@ from rcurves.models import init_params
 from rcurves.models import make_logits_fn
 from rcurves.training import TrainConfig
 from rcurves.training import train
+from rcurves import zoo
+from rcurves.evaluate import AttackSettings
+from rcurves.evaluate import Evaluation
+from rcurves.loading import load_data
+from rcurves.loading import load_model
 from rcurves.checkpoint import CheckpointError
 from rcurves.checkpoint import load_checkpoint
 from rcurves.checkpoint import save_checkpoint

@@ -91,12 +91,13 @@ def _mlp(shape, hidden) -> ModelConfig:
 
 def _build_entries() -> Dict[str, ZooEntry]:
     e: List[ZooEntry] = []
-    st = dict(method="st", epochs=20, lr_schedule="cosine")
+    st = dict(method="st", epochs=30, batch_size=64, lr_schedule="cosine")
     at = dict(method="at", norm="linf", lr_schedule="cosine", attack_steps=10)
 
     # --- MNIST, the C.1 CNN of paper 000
     e.append(ZooEntry("mnist-cnn-st", "mnist", _cnn(), TrainConfig(**st),
-                      "standard training (ST), Adam 1e-3 with cosine decay, 20 epochs"))
+                      "standard training (ST), Adam 1e-3 with cosine decay, batch 64, 30 epochs (held-out accuracy 96.9%; "
+                      "20 epochs at batch 128 gave 95.8%, 40 at 128 96.6-96.7%)"))
     e.append(ZooEntry("mnist-cnn-at-linf-0.1", "mnist", _cnn(),
                       TrainConfig(eps=0.1, epochs=20, warmup_epochs=2.0, **at),
                       "PGD AT (Madry et al.) in l_inf at eps 0.1, the smaller canonical MNIST threshold of 000"))

@@ -115,3 +115,73 @@ def test_bad_configurations_and_inputs():
         train(MLP, TrainConfig(), np.zeros((10, 8, 8, 1), np.float32), np.full(10, 12), progress=False)
     cfg = TrainConfig(method="at", eps=0.3, epochs=2, seed=1)
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+
+
+# ---------------------------------------------------------------------------
+# learning-rate schedule and augmentation
+
+
+def test_cosine_schedule_and_adam_equivalence():
+    import optax
+    from rcurves.training import init_state, learning_rate
+
+    cfg = TrainConfig(lr=2e-3, lr_schedule="cosine")
+    assert learning_rate(cfg, 0, 100) == pytest.approx(2e-3)
+    assert learning_rate(cfg, 50, 100) == pytest.approx(1e-3)
+    assert learning_rate(cfg, 100, 100) == pytest.approx(0.0, abs=1e-12)
+    assert learning_rate(TrainConfig(lr=2e-3), 77, 100) == 2e-3
+    # one step with lr = cfg.lr is optax.adam(cfg.lr)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, size=(16, 4)).astype(np.float32)
+    y = rng.integers(0, 3, size=16)
+    model = ModelConfig(arch="linear", input_shape=(4,), n_classes=3)
+    st = TrainConfig(method="st", lr=2e-3)
+    s0 = init_state(model, st, KEY)
+    s1, _ = make_train_step(model, st)(s0, x, y, KEY, np.float32(0.0), np.float32(2e-3))
+    from rcurves.models import apply_fn
+    import jax
+    import optax as ox
+
+    loss = lambda p: ox.softmax_cross_entropy_with_integer_labels(apply_fn(model)(p, x), y).mean()  # noqa: E731
+    opt = optax.adam(2e-3)
+    upd, _ = opt.update(jax.grad(loss)(s0.params), opt.init(s0.params), s0.params)
+    ref = optax.apply_updates(s0.params, upd)
+    for a, b in zip(jax.tree_util.tree_leaves(s1.params), jax.tree_util.tree_leaves(ref)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+
+
+def test_shift_noise_and_cutout_augmentations():
+    import jax
+    from rcurves.training import augment_batch
+
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0.1, 1.0, size=(12, 9, 9, 1)).astype(np.float32)
+    s = 2
+    out = np.asarray(augment_batch(TrainConfig(augment="shift", shift=s), x, jax.random.PRNGKey(3)))
+    seen = set()
+    for img, aug in zip(x, out):          # each output is the input moved by some (di, dj) in [-s, s]^2, zero-filled
+        big = np.pad(img, ((s, s), (s, s), (0, 0)))
+        hits = [(di, dj) for di in range(-s, s + 1) for dj in range(-s, s + 1)
+                if np.array_equal(big[s - di:s - di + 9, s - dj:s - dj + 9], aug)]
+        assert len(hits) == 1
+        seen.add(hits[0])
+    assert len(seen) > 3
+    noisy = np.asarray(augment_batch(TrainConfig(augment="noise", noise_std=0.3), x, jax.random.PRNGKey(3)))
+    assert noisy.min() >= 0.0 and noisy.max() <= 1.0
+    assert 0.15 < np.std(noisy - x) < 0.3
+    cut = np.asarray(augment_batch(TrainConfig(augment="cutout", cutout=4), x, jax.random.PRNGKey(3)))
+    changed = (cut != x).reshape(12, -1).sum(1)
+    assert np.all(changed <= 16) and np.all(changed >= 4)      # a 4x4 square, clipped at the border to >= 2x2
+    assert np.all((cut == x) | (cut == 0))
+    with pytest.raises(ValueError, match="augment"):
+        TrainConfig(augment="rotate")
+
+
+def test_mixup_training_reduces_its_loss():
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0, 1, size=(256, 6)).astype(np.float32)
+    y = (x[:, 0] > 0.5).astype(np.int64)
+    model = ModelConfig(arch="linear", input_shape=(6,), n_classes=2)
+    res = train(model, TrainConfig(augment="mixup", epochs=15, lr=0.05, batch_size=64), x, y, key=KEY,
+                progress=False)
+    assert res.history[-1]["loss"] < res.history[0]["loss"] - 0.1

@@ -1,0 +1,121 @@
+"""rcurves.evaluate / loading / report: the pipeline a research script calls in three lines."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from _models import exact_multiclass, multiclass_linear
+from rcurves.evaluate import AttackSettings, Evaluation, evaluate
+
+ATTACK = AttackSettings(search_steps=6, steps=10, cw=False)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(3)
+    W = rng.normal(size=(4, 12)).astype(np.float32)
+    b = rng.normal(size=4).astype(np.float32) * 0.1
+    x = rng.normal(size=(40, 12)).astype(np.float32)
+    y = np.argmax(x @ W.T + b, 1)
+    y[:4] = (y[:4] + 1) % 4                                   # four misclassified points
+    return W, b, x, y
+
+
+@pytest.fixture(scope="module")
+def ev(problem, tmp_path_factory):
+    W, b, x, y = problem
+    out = str(tmp_path_factory.mktemp("ev"))
+    models = {"lin": multiclass_linear(W, b), "lin_half": multiclass_linear(W, b * 0.5)}
+    ev = evaluate(models, (x, y), norms=("linf", "l2"), attack=ATTACK, bounds=None,
+                  eps_max={"linf": 5.0, "l2": 20.0}, out_dir=out, progress=False)
+    return ev, out, models
+
+
+def test_distances_are_the_exact_multiclass_ones(problem, ev):
+    W, b, x, y = problem
+    e = ev[0]
+    for norm in ("linf", "l2"):
+        exact = exact_multiclass(W, b, x, y, norm)
+        d = e.distance("lin", norm)
+        assert np.all(d[:4] == 0) and np.all(exact[:4] == 0)
+        assert np.all(d[4:] >= exact[4:] * (1 - 1e-5))       # never below the truth
+        ratio = d[4:] / exact[4:]
+        assert np.median(ratio) <= 1.001 and ratio.max() <= 1.25   # a small budget: close, never below
+    assert e.accuracy["lin"] == pytest.approx(36 / 40)
+
+
+def test_table_ranks_flips_and_files(ev):
+    from rcurves.curves import exact_curve_intersections, robust_error
+
+    e = ev[0]
+    doc, table = e.report()
+    for m in e.labels:
+        for norm in e.norms:
+            for k, v in doc["robust_error"][m][norm].items():
+                assert v == pytest.approx(float(robust_error(e.distance(m, norm), float(k))))
+    for norm in e.norms:
+        (flip,) = e.flips(norm)
+        np.testing.assert_allclose(flip["eps"], exact_curve_intersections(e.distance("lin", norm),
+                                                                          e.distance("lin_half", norm)))
+    assert "Where the ranking flips" in table
+
+
+def test_save_and_load_roundtrip(ev, tmp_path):
+    e = ev[0]
+    paths = e.save(str(tmp_path))
+    assert sorted(os.path.basename(p) for p in paths) == ["curves.csv", "curves.json", "curves.png",
+                                                          "distances.csv", "table.txt"]
+    with open(tmp_path / "curves.json") as f:
+        json.loads(f.read(), parse_constant=lambda t: (_ for _ in ()).throw(ValueError(t)))   # no NaN/Infinity
+    back = Evaluation.load(str(tmp_path))
+    for m in e.labels:
+        for norm in e.norms:
+            np.testing.assert_array_equal(back.distance(m, norm), e.distance(m, norm))
+    assert back.table() == e.table().replace(e.data.name, back.data.name)
+
+
+def test_a_second_evaluation_reuses_the_saved_runs(problem, ev):
+    W, b, x, y = problem
+    e, out, models = ev
+    from rcurves.runner import chunk_path
+
+    path = chunk_path(os.path.join(out, "runs", "lin__linf"), 0)      # result.npz is rewritten; chunks are not
+    before = os.stat(path).st_mtime_ns
+    again = evaluate({"lin": models["lin"]}, (x, y), norms=("linf",), attack=ATTACK, bounds=None,
+                     eps_max={"linf": 5.0}, out_dir=out, progress=False)
+    np.testing.assert_array_equal(again.distance("lin", "linf"), e.distance("lin", "linf"))
+    assert os.stat(path).st_mtime_ns == before                       # same model, settings, data: reused
+    other = AttackSettings(search_steps=5, steps=10, cw=False)
+    evaluate({"lin": models["lin"]}, (x, y), norms=("linf",), attack=other, bounds=None,
+             eps_max={"linf": 5.0}, out_dir=out, progress=False)
+    assert os.stat(path).st_mtime_ns != before                       # other settings: recomputed
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(norms=("l3",)), "norm"),
+    (dict(thresholds={"linf": [-1.0]}), "thresholds"),
+    (dict(bounds=None), "eps_max"),
+    (dict(bounds=(0.0, 0.5)), "outside bounds"),
+    (dict(chunk_size=0), "chunk_size"),
+])
+def test_bad_input_is_a_value_error_before_any_attack(problem, kwargs, needle):
+    W, b, x, y = problem
+    args = dict(norms=("linf",), attack=ATTACK, progress=False)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=needle):
+        evaluate({"lin": multiclass_linear(W, b)}, (np.abs(x) / np.abs(x).max(), y), **args)
+
+
+def test_models_by_zoo_name_checkpoint_and_callable(tmp_path, monkeypatch):
+    from rcurves.loading import as_model, load_data
+
+    with pytest.raises(ValueError, match="zoo's models"):
+        from rcurves import zoo
+        zoo.entry("no-such-model")
+    with pytest.raises(ValueError, match="unknown data set"):
+        load_data("imagenet")
+    m = as_model(lambda z: z, label="identity")
+    assert m.label == "identity" and m.identity.startswith("callable:")
+    d = load_data("digits", "test", n=50, seed=1)
+    assert d.x.shape == (50, 8, 8, 1) and len(np.unique(d.y)) > 5
