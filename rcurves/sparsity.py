@@ -88,7 +88,8 @@ import numpy as np
 from jax.extend.random import threefry_2x32
 
 from attacks import checks
-from attacks.cap import CapConfig, cap_angle, cap_feasible, cap_lane, misclassified, sphere_projector
+from attacks.cap import (CapConfig, cap_angle, cap_feasible, cap_lane, min_angle_point, misclassified,
+                         sphere_projector)
 from attacks.engine import single
 from attacks.pgd import pgd
 from attacks.vertex import m_effective, ranks, vertex_box, vertex_lane
@@ -303,22 +304,32 @@ def _lanes(x, y, eps, x_plain, n_directions):
 
 @functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds"))
 def _l2_search(logits_fn, x, y, eps, dirs, x_plain, *, cfg: SparsityConfig, bounds):
-    """Per (point, direction) lane: bisection over the cap angle. -> (value, found) (n, D)."""
-    fn1 = single(logits_fn)
+    """Per (point, direction) lane: bisection over the cap angle. -> (value, found) (n, D).
+
+    Lanes work on flat points (``attacks.cap``: XLA:CPU vectorises along the
+    minor axis); the point of sphere n box nearest to ``u``, which the box
+    projection needs and which does not depend on the angle, is computed once
+    per direction.
+    """
+    fn1 = single(logits_fn, x.shape[1:])
     K = cfg.candidates
     frac = jnp.arange(1, K + 1, dtype=jnp.float32) / (K + 1)
     pi = jnp.float32(math.pi)
     n, D = dirs.shape[:2]
+    d = int(math.prod(x.shape[1:]))
 
     def direction(xi, yi, ei, u, xpi):
         # Verified upper end: the plain adversarial put on the sphere (alpha = pi).
         seed = sphere_projector(xi, ei, bounds, cfg.lane)(xpi)
         seed_ok = cap_feasible(seed, xi, u, ei, pi, bounds, cfg.lane.rtol) & misclassified(fn1(seed), yi)
         hi0 = jnp.where(seed_ok, cap_angle(seed - xi, u), pi)
+        end = (None if bounds is None else
+               min_angle_point(u, ei, bounds[0] - xi, bounds[1] - xi, cfg.lane.box_iters))
 
         def round_fn(st: _Bracket, _):
             cands = st.lo + (st.hi - st.lo) * frac
-            xa, adv, _ = _try(lambda a: cap_lane(fn1, xi, yi, ei, u, a, st.best, cfg.lane, bounds), cands, K)
+            xa, adv, _ = _try(lambda a: cap_lane(fn1, xi, yi, ei, u, a, st.best, cfg.lane, bounds, end),
+                              cands, K)
             ang = jnp.where(adv, jax.vmap(lambda z: cap_angle(z - xi, u))(xa), jnp.inf)
             return _update(st, cands, xa, adv, ang, K, lambda hi: hi), None
 
@@ -326,8 +337,8 @@ def _l2_search(logits_fn, x, y, eps, dirs, x_plain, *, cfg: SparsityConfig, boun
         st, _ = jax.lax.scan(round_fn, st0, None, length=cfg.search_steps)
         return jnp.where(st.found, st.hi, pi), st.found
 
-    lx, ly, le, lp = _lanes(x, y, eps, x_plain, D)
-    val, found = jax.vmap(direction)(lx, ly, le, dirs.reshape((n * D,) + x.shape[1:]), lp)
+    lx, ly, le, lp = _lanes(x.reshape(n, d), y, eps, x_plain.reshape(n, d), D)
+    val, found = jax.vmap(direction)(lx, ly, le, dirs.reshape(n * D, d), lp)
     return val.reshape(n, D), found.reshape(n, D)
 
 
