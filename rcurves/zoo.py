@@ -92,7 +92,9 @@ def _mlp(shape, hidden) -> ModelConfig:
 def _build_entries() -> Dict[str, ZooEntry]:
     e: List[ZooEntry] = []
     st = dict(method="st", epochs=30, batch_size=64, lr_schedule="cosine")
-    at = dict(method="at", norm="linf", lr_schedule="cosine", attack_steps=10)
+    # AT keeps Adam's learning rate constant: with a cosine decay the l_inf 0.3 model's robust error at 0.3 was
+    # 0.48 (clean 96.8%); with a constant rate 0.26 (clean 97.5%), same epochs, warm-up and PGD steps
+    at = dict(method="at", norm="linf", attack_steps=10)
 
     # --- MNIST, the C.1 CNN of paper 000
     e.append(ZooEntry("mnist-cnn-st", "mnist", _cnn(), TrainConfig(**st),
@@ -111,8 +113,7 @@ def _build_entries() -> Dict[str, ZooEntry]:
                       TrainConfig(eps=0.4, epochs=40, warmup_epochs=10.0, **at),
                       "PGD AT l_inf 0.4 (003 Table 3: beyond half the l_inf inter-class distance of some pairs)"))
     e.append(ZooEntry("mnist-cnn-at-l2-1.5", "mnist", _cnn(),
-                      TrainConfig(method="at", norm="l2", eps=1.5, epochs=20, warmup_epochs=2.0,
-                                  lr_schedule="cosine", attack_steps=10),
+                      TrainConfig(method="at", norm="l2", eps=1.5, epochs=20, warmup_epochs=2.0, attack_steps=10),
                       "PGD AT in l_2 at eps 1.5: half the smallest l_2 inter-class distance of our MNIST "
                       "(3.0 to 3.4; 000 Table 2 has 3.03 for the 10k test set), the largest radius at which "
                       "the l_2 balls around points of different classes are disjoint, so a classifier "
@@ -136,8 +137,7 @@ def _build_entries() -> Dict[str, ZooEntry]:
                       TrainConfig(method="st", epochs=60, lr_schedule="cosine"),
                       "MLP 64-256-256-10, ST"))
     e.append(ZooEntry("digits-mlp-at-linf-0.1", "digits", _mlp(_DIGITS, (256, 256)),
-                      TrainConfig(method="at", norm="linf", eps=0.1, epochs=60, warmup_epochs=5.0,
-                                  lr_schedule="cosine", attack_steps=10),
+                      TrainConfig(method="at", norm="linf", eps=0.1, epochs=60, warmup_epochs=5.0, attack_steps=10),
                       "MLP 64-256-256-10, PGD AT l_inf 0.1 (digits are 17 grey levels: 0.1 is under two "
                       "levels, well below the smallest l_inf inter-class distance of the set)"))
     return {x.name: x for x in e}
