@@ -65,6 +65,27 @@ class Dense:
         return jnp.dot(z, self.w.T) + self.b
 
 
+def conv_phases(z: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
+    """The 'SAME' convolution of ``conv2d_patches`` without bias, for one point ``z (H, W, C)``.
+
+    The same patches (offset-major, channel-minor) times the same matrix, but
+    the padded input is reshaped to ``(H' / s, s, W' / s, s, C)`` so that each
+    kernel offset ``(a, b)`` is a unit-stride slice of phase ``(a % s, b % s)``;
+    its ``linear_transpose`` is then a few pads of small arrays instead of
+    ``kh * kw`` strided scatters, which keeps the verifiers' programs small.
+    """
+    h, w, c = z.shape
+    kh, kw, _, f = kernel.shape
+    s = stride
+    ho, pt = -(-h // s), max((-(-h // s) - 1) * s + kh - h, 0) // 2
+    wo, pl = -(-w // s), max((-(-w // s) - 1) * s + kw - w, 0) // 2
+    nh, nw = s * (ho + -(-kh // s) - 1), s * (wo + -(-kw // s) - 1)
+    zp = jnp.pad(z, ((pt, max(0, nh - h - pt)), (pl, max(0, nw - w - pl)), (0, 0)))[:nh, :nw]
+    ph = zp.reshape(nh // s, s, nw // s, s, c)
+    cols = [ph[a // s:a // s + ho, a % s, b // s:b // s + wo, b % s] for a in range(kh) for b in range(kw)]
+    return jnp.concatenate(cols, axis=-1) @ kernel.reshape(kh * kw * c, f)
+
+
 @dataclasses.dataclass(frozen=True)
 class Conv:
     """'SAME' convolution on ``(H, W, C)`` with ``kernel (kh, kw, C, F)``, ``bias (F,)``."""
@@ -79,13 +100,13 @@ class Conv:
         return (-(-h // s), -(-w // s), int(self.kernel.shape[-1]))
 
     def linear(self, z):
-        return conv2d_patches(z[None], self.kernel, jnp.zeros_like(self.bias), self.stride)[0]
+        return conv_phases(z, self.kernel, self.stride)
 
     def apply(self, z):
         return conv2d_patches(z[None], self.kernel, self.bias, self.stride)[0]
 
     def abs_linear(self, r):
-        return conv2d_patches(r[None], jnp.abs(self.kernel), jnp.zeros_like(self.bias), self.stride)[0]
+        return conv_phases(r, jnp.abs(self.kernel), self.stride)
 
     def batch(self, z):
         return conv2d_patches(z, self.kernel, self.bias, self.stride)
@@ -324,6 +345,12 @@ def mlp(weights: Sequence[Tuple[Any, Any]]) -> Network:
             raise ValueError(f"weights[{i}]: expected a pair (W, b)") from None
         w = _check_weight(w, f"weights[{i}][0] (W)", 2)
         b = _check_weight(b, f"weights[{i}][1] (b)", 1)
+        if b.shape != (w.shape[0],):
+            raise ValueError(f"weights[{i}][1] (b): expected shape ({w.shape[0]},) for W of shape "
+                             f"{tuple(w.shape)}, got {tuple(b.shape)}")
+        if i and w.shape[1] != layers[-1].w.shape[0]:
+            raise ValueError(f"weights[{i}][0] (W): expected {layers[-1].w.shape[0]} columns (the outputs "
+                             f"of weights[{i - 1}]), got shape {tuple(w.shape)}")
         if i:
             layers.append(ReLU())
         layers.append(Dense(w, b))

@@ -51,19 +51,49 @@ def windows(a: jnp.ndarray, top: int, left: int, size: Tuple[int, int], stride: 
     """``w[i, j, u, v] = a_pad[stride i + u, stride j + v]`` for ``a (H, W, C)``
     padded with zeros by ``top``/``left`` (and enough at the bottom/right).
 
-    Returns ``(out[0], out[1], size[0], size[1], C)``.
+    Written with offsets split as ``u = stride q + r``: the padded array is
+    reshaped to ``(rows / stride, stride, ...)`` and only ``ceil(size /
+    stride)`` unit-stride slices per axis are taken (a few ops, not one per
+    window offset). Returns ``(out[0], out[1], size[0], size[1], C)``.
     """
-    h, w = a.shape[:2]
-    bottom = max(0, stride * (out[0] - 1) + size[0] - h - top)
-    right = max(0, stride * (out[1] - 1) + size[1] - w - left)
-    ap = jnp.pad(a, ((top, bottom), (left, right), (0, 0)))
-    rows = []
-    for u in range(size[0]):
-        cols = []
-        for v in range(size[1]):
-            cols.append(ap[u:u + stride * (out[0] - 1) + 1:stride, v:v + stride * (out[1] - 1) + 1:stride])
-        rows.append(jnp.stack(cols, axis=2))
-    return jnp.stack(rows, axis=2)
+    h, w, c = a.shape
+    s = stride
+    qh, qw = -(-size[0] // s), -(-size[1] // s)
+    nh, nw = s * (out[0] + qh - 1), s * (out[1] + qw - 1)
+    ap = jnp.pad(a, ((top, max(0, nh - h - top)), (left, max(0, nw - w - left)), (0, 0)))[:nh, :nw]
+    ph = ap.reshape(nh // s, s, nw // s, s, c)
+    parts = jnp.stack([jnp.stack([ph[q:q + out[0], :, p:p + out[1]] for p in range(qw)]) for q in range(qh)])
+    # (qh, qw, out0, s, out1, s, c) -> (out0, out1, qh, s, qw, s, c)
+    win = parts.transpose(2, 4, 0, 3, 1, 5, 6).reshape(out[0], out[1], qh * s, qw * s, c)
+    return win[:, :, :size[0], :size[1]]
+
+
+def _pull_back_conv1(lam: jnp.ndarray, kernel: jnp.ndarray, stride: int) -> jnp.ndarray:
+    """Coefficients on conv1's input window from coefficients on its outputs.
+
+    ``lam (..., k2h, k2w, F1, F2)`` over a ``k2h x k2w`` window of conv1's
+    outputs; returns ``(..., F2, R_h, R_w, C0)`` with ``R = stride (k2 - 1) + k1``:
+    ``out[s a + x, s b + y, c] += lam[a, b, g] kernel[x, y, c, g]``. One
+    contraction over ``g``, then the kernel offsets ``x = s q + r`` are laid
+    out by ``ceil(k1 / s)^2`` shifted adds.
+    """
+    k2h, k2w = lam.shape[-4], lam.shape[-3]
+    k1h, k1w, c0, _ = kernel.shape
+    s = stride
+    part = jnp.einsum("...abgf,xycg->...fabxyc", lam, kernel)          # (..., F2, k2h, k2w, k1h, k1w, c0)
+    qh, qw = -(-k1h // s), -(-k1w // s)
+    part = jnp.pad(part, [(0, 0)] * (part.ndim - 3) + [(0, qh * s - k1h), (0, qw * s - k1w), (0, 0)])
+    lead = part.shape[:-5]
+    part = part.reshape(lead + (k2h, k2w, qh, s, qw, s, c0))
+    out = jnp.zeros(lead + (k2h + qh - 1, s, k2w + qw - 1, s, c0), part.dtype)
+    for q in range(qh):
+        for p in range(qw):
+            piece = part[..., :, :, q, :, p, :, :]                     # (..., k2h, k2w, s, s, c0)
+            piece = jnp.moveaxis(piece, -4, -3)                        # (..., k2h, s, k2w, s, c0)
+            out = out.at[..., q:q + k2h, :, p:p + k2w, :, :].add(piece)
+    rh, rw = s * (k2h - 1) + k1h, s * (k2w - 1) + k1w
+    out = out.reshape(lead + ((k2h + qh - 1) * s, (k2w + qw - 1) * s, c0))
+    return out[..., :rh, :rw, :]
 
 
 def second_layer_lower(net: Network, relax1, box_lo, box_hi, x, eps, norm: str):
@@ -98,11 +128,7 @@ def second_layer_lower(net: Network, relax1, box_lo, box_hi, x, eps, norm: str):
     bias = bias + jnp.stack([conv2.bias, -conv2.bias])[:, None, None, :]  # (2, h2, w2, f2)
 
     rh, rw = s1 * (k2h - 1) + k1h, s1 * (k2w - 1) + k1w
-    lx = jnp.zeros((2, h2, w2, f2, rh, rw, c0), jnp.float32)
-    for a in range(k2h):
-        for b in range(k2w):
-            part = jnp.einsum("sijgf,xycg->sijfxyc", lam[:, :, :, a, b], conv1.kernel)
-            lx = lx.at[:, :, :, :, s1 * a:s1 * a + k1h, s1 * b:s1 * b + k1w, :].add(part)
+    lx = _pull_back_conv1(lam, conv1.kernel, s1)                   # (2, h2, w2, f2, rh, rw, c0)
 
     def winx(a):  # the input window of each conv2 unit: (h2, w2, rh, rw, c0) -> broadcastable
         w = windows(a, p1t + s1 * p2t, p1l + s1 * p2l, (rh, rw), s1 * s2, (h2, w2))

@@ -44,10 +44,11 @@ CHUNK_BYTES = 256 * 2 ** 20
 
 @dataclasses.dataclass(frozen=True)
 class RadiusConfig:
-    """Static settings of the radius search: the bound, rounds and chunk size."""
+    """Static settings of the radius search: the bound and the chunk size
+    (the number of rounds is an argument of the program, not a setting, so
+    changing it does not recompile)."""
 
     bound: BoundConfig
-    steps: int = 16
     batch: int = 1
 
 
@@ -55,7 +56,7 @@ def _choose(lo, hi):
     return jnp.where(lo <= 0, hi / 4.0, jnp.where(hi > 2.0 * lo, jnp.sqrt(lo * hi), (lo + hi) / 2.0))
 
 
-def _search_point(prep: Prepared, x, y, hi0, grow, cap, cfg: RadiusConfig):
+def _search_point(prep: Prepared, x, y, hi0, grow, cap, steps, cfg: RadiusConfig):
     """Certified radius of one point (see the module docstring).
 
     ``hi0``: first radius tried; ``grow``: 1 when ``hi0`` is an upper bound on
@@ -73,14 +74,14 @@ def _search_point(prep: Prepared, x, y, hi0, grow, cap, cfg: RadiusConfig):
         return new_lo, new_hi, opn & ok
 
     zero = jnp.zeros((), jnp.float32)
-    lo, _, _ = jax.lax.fori_loop(0, cfg.steps, body, (zero, hi0, jnp.array(True)))
+    lo, _, _ = jax.lax.fori_loop(0, steps, body, (zero, hi0, jnp.array(True)))
     lo = jnp.where(lo >= cap, jnp.inf, lo)
     return jnp.where(correct & (hi0 > 0), lo, 0.0)
 
 
-def _radius_program(net, x, y, hi0, grow, cap, *, cfg: RadiusConfig):
+def _radius_program(net, x, y, hi0, grow, cap, steps, *, cfg: RadiusConfig):
     prep = prepare(net, cfg.bound)
-    fn = lambda a: _search_point(prep, *a, cfg)  # noqa: E731
+    fn = lambda a: _search_point(prep, *a, steps, cfg)  # noqa: E731
     return jax.lax.map(fn, (x, y, hi0, grow, cap), batch_size=cfg.batch)
 
 
@@ -168,10 +169,10 @@ def certified_radius(
         cap = np.full(n, np.inf, np.float32)
     cfg = RadiusConfig(
         bound=BoundConfig(norm=norm, method=method, domain=bounds, alpha_steps=alpha_steps, alpha_lr=alpha_lr),
-        steps=steps, batch=chunk_size(net, n, method),
+        batch=chunk_size(net, n, method),
     )
     return _radius_jit(net, x, y, jnp.asarray(hi0, jnp.float32), jnp.asarray(grow, jnp.float32),
-                       jnp.asarray(cap, jnp.float32), cfg=cfg)
+                       jnp.asarray(cap, jnp.float32), jnp.int32(steps), cfg=cfg)
 
 
 # ---------------------------------------------------------------------------
