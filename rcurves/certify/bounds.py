@@ -357,15 +357,16 @@ def affine_radius(sb: SpecBound, mask: jax.Array, eps) -> jax.Array:
 def certify_point(prep: Prepared, x: jax.Array, y: jax.Array, eps, cfg: BoundConfig):
     """Is the ball of radius ``eps`` around ``x`` certified for class ``y``?
 
-    Returns ``(ok, r)``: ``ok`` when every margin ``z_y - z_j`` has a positive
-    lower bound on the set; ``r <= eps`` a radius certified by the bound's
-    affine form (see the module docstring).
+    Returns ``(ok, r, m)``: ``ok`` when every margin ``z_y - z_j`` has a
+    positive lower bound on the set; ``r <= eps`` a radius certified by the
+    bound's affine form (see the module docstring); ``m`` the smallest margin
+    lower bound (``ok`` is ``m > 0``).
     """
     k = prep.net.n_classes
     sb = spec_bound(prep, x, eps, margin_spec(y, k), cfg)
     other = jnp.arange(k) != y
-    ok = jnp.all(jnp.where(other, sb.lb > 0, True))
-    return ok, affine_radius(sb, other, eps)
+    m = jnp.min(jnp.where(other, sb.lb, jnp.inf))
+    return m > 0, affine_radius(sb, other, eps), m
 
 
 __all__ = [
