@@ -93,6 +93,7 @@ from attacks.cap import (CapConfig, cap_angle, cap_feasible, cap_lane, min_angle
 from attacks.engine import single
 from attacks.pgd import pgd
 from attacks.vertex import m_effective, ranks, vertex_box, vertex_lane
+from attacks.xla import program
 
 MEASURED, MISCLASSIFIED, ROBUST = 0, 1, 2
 
@@ -302,7 +303,7 @@ def _lanes(x, y, eps, x_plain, n_directions):
     return rep(x), rep(y), rep(eps), rep(x_plain)
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds"))
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _l2_search(logits_fn, x, y, eps, dirs, x_plain, *, cfg: SparsityConfig, bounds):
     """Per (point, direction) lane: bisection over the cap angle. -> (value, found) (n, D).
 
@@ -342,7 +343,7 @@ def _l2_search(logits_fn, x, y, eps, dirs, x_plain, *, cfg: SparsityConfig, boun
     return val.reshape(n, D), found.reshape(n, D)
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn", "cfg", "bounds"))
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _linf_search(logits_fn, x, y, eps, dirs, x_plain, *, cfg: SparsityConfig, bounds):
     """Per (point, direction) lane: bisection over m. -> (value, found) (n, D)."""
     fn1 = single(logits_fn)
