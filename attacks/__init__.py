@@ -14,3 +14,4 @@ from attacks.ddn import ddn
 from attacks.fmn import fmn
 from attacks.cap import ConstrainedResult, cap_pgd, cap_pgd_result, project_cap
 from attacks.vertex import vertex_pgd, vertex_pgd_result
+from attacks.ensemble import APGDT, CW, DDN, FMN, EnsembleResult, Search, default_attacks, ensemble

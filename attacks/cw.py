@@ -16,6 +16,20 @@ not decreased by 0.01% over a tenth of the steps (CW's abort_early); under
 Every iterate's logits are checked for free; the smallest-l_2 adversarial
 iterate over all rounds is kept, then pulled toward ``x`` along its ray with a
 few forward passes (``attacks.refine.ray_search``) and re-checked.
+
+Three departures from the paper (``CWConfig``), for points near the boundary:
+Adam moves every coordinate by about ``lr`` per step whatever the gradient's
+size, so a point closer to the boundary than one step crosses it on a
+sign-like direction, l_2 excess about sqrt(pi/2) for Gaussian weights. With
+the original rules it never recovers: that crossing counts as a success, the
+search then only tries smaller constants, at which the optimum is not
+adversarial. Here (1) a constant succeeds only if the last iterate is
+adversarial; (2) steps are capped relative to the best distance so far
+(``lr_rel``); (3) every constant after a success starts from the best
+adversarial. On a binary 40-d unbounded linear model (9 x 100 steps, lr 0.1)
+the 95th percentile of ``distance / exact`` goes from 1.25 to 1.002; on a
+64-256-256-10 digits MLP at 10 x 100 steps from 1.12 to 1.08, median 1.005 to
+1.0002 (see ``tests/test_cw.py`` and ``benchmarks/attack_quality.py``).
 """
 from __future__ import annotations
 
@@ -39,6 +53,17 @@ _ATANH_CLIP = 1.0 - 1e-6
 
 @dataclasses.dataclass(frozen=True)
 class CWConfig:
+    """Static configuration of CW (hashable: a jit static argument).
+
+    ``lr_rel``: None for Adam's fixed learning rate ``lr``; a number ``r``
+    caps each coordinate's step in ``x'`` at ``r * d_best / sqrt(d)`` (the
+    best perturbation's rms coordinate). ``success``: when a constant counts
+    as large enough, 'last' (the last iterate is adversarial) or 'any' (some
+    iterate was: CW's original rule). ``warm``: every constant after the
+    first success starts from the best adversarial (CW's original restarts
+    each constant from ``x``).
+    """
+
     binary_search_steps: int = 9
     steps: int = 100
     lr: float = 0.01
@@ -46,6 +71,9 @@ class CWConfig:
     initial_const: float = 1e-3
     abort_early: bool = True
     refine_steps: int = 4
+    lr_rel: Optional[float] = 0.1
+    success: str = "last"
+    warm: bool = True
 
 
 class _Inner(NamedTuple):
@@ -84,10 +112,13 @@ def _from_x(x, bounds):
     return jnp.arctanh(u)
 
 
-def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
-    """CW for one point; ``m_clean`` is the logit margin at ``x``."""
-    tx = optax.adam(cfg.lr)
+def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds, init=None):
+    """CW for one point; ``m_clean`` is the logit margin at ``x``. ``init``:
+    ``(point, norm, margin)`` of an adversarial already known (``norm`` inf if
+    none), the starting best (and, with ``cfg.warm``, the starting iterate)."""
+    tx = optax.scale_by_adam()
     w0 = _from_x(x, bounds)
+    sqrt_d = float(x.size) ** 0.5
     check_every = max(cfg.steps // 10, 1)
 
     def objective(xa, c):
@@ -122,7 +153,8 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
         """
         xa = box_point(w, i)
         (obj, (logits, dist2)), g = grad_call(lambda v: grad_fn(v, c), xa, i)
-        return obj, xa, logits, dist2, g * _dx_dw(xa, bounds)
+        dxdw = _dx_dw(xa, bounds)
+        return obj, xa, logits, dist2, g * dxdw, dxdw
 
     def run_const(best_x, best_d, best_m, c, r):
         def record(s: _Inner, xa, logits, dist2, live=True) -> _Inner:
@@ -134,16 +166,28 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
                               best_m=jnp.where(better, margin(logits, y), s.best_m), success=s.success | adv)
 
         def step(s: _Inner, i=None) -> _Inner:
-            obj, xa, logits, dist2, g = evaluate(s.w, c, i)
+            obj, xa, logits, dist2, g, dxdw = evaluate(s.w, c, i)
             s = record(s, xa, logits, dist2)
             upd, opt = tx.update(g, s.opt, s.w)
-            w = optax.apply_updates(s.w, upd)
+            if cfg.lr_rel is None:
+                lr = cfg.lr
+            else:
+                # Steps relative to the distance: no coordinate of x' moves
+                # by more than lr_rel times the rms coordinate of the best
+                # perturbation so far (Adam's steps are about lr in every
+                # coordinate, whatever the gradient's size).
+                lr = jnp.minimum(cfg.lr, (cfg.lr_rel / sqrt_d) * s.best_d / jnp.maximum(dxdw, 1e-12))
+            w = s.w - lr * upd
             at_check = (s.k % check_every) == (check_every - 1)
             stalled = at_check & (obj > 0.9999 * s.prev) & cfg.abort_early
             prev = jnp.where(at_check, obj, s.prev)
             return s._replace(k=s.k + 1, w=w, opt=opt, prev=prev, done=stalled)
 
-        s = _Inner(like(x, 0, jnp.int32), w0, tx.init(w0), like(x, jnp.inf),
+        if cfg.warm:   # every constant after the first success starts from the best point
+            wi = jnp.where(jnp.isfinite(best_d), _from_x(best_x, bounds) if bounds is not None else best_x - x, w0)
+        else:
+            wi = w0
+        s = _Inner(like(x, 0, jnp.int32), wi, tx.init(wi), like(x, jnp.inf),
                    like(x, 0, jnp.bool_), best_x, best_d, best_m, like(x, 0, jnp.bool_))
         # ``steps - 1`` gradient steps, then the last iterate is evaluated with
         # a forward pass only: the update its gradient would give is never
@@ -163,6 +207,13 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
         xa = box_point(s.w, r)
         _, (logits, dist2) = objective(xa, c)
         s = record(s, xa, logits, dist2, live=~s.done)
+        if cfg.success == "last":
+            # A constant counts as large enough when Adam ends on an
+            # adversarial point, not when some early (overshooting) step
+            # crossed the boundary: otherwise one sign-like first step past a
+            # nearby boundary bounds c from above at a value too small for
+            # the iterates to reach the boundary again.
+            return s.best_x, s.best_d, s.best_m, confidently_adversarial(logits, y)
         return s.best_x, s.best_d, s.best_m, s.success
 
     def outer(carry, r):
@@ -174,7 +225,12 @@ def _cw_point(fn1, x, y, m_clean, cfg: CWConfig, bounds):
         c = jnp.where(bounded, 0.5 * (lower + upper), c * 10.0)
         return (c, lower, upper, best_x, best_d, best_m), None
 
-    init = (like(x, cfg.initial_const), like(x, 0.0), like(x, 1e10), x, like(x, jnp.inf), like(x, 0.0))
+    if init is None:
+        start = (x, like(x, jnp.inf), like(x, 0.0))
+    else:
+        known = jnp.isfinite(init[1]) & (init[1] > 0)
+        start = (jnp.where(known, init[0], x), jnp.where(known, init[1], jnp.inf), jnp.where(known, init[2], 0.0))
+    init = (like(x, cfg.initial_const), like(x, 0.0), like(x, 1e10)) + start
     rounds = jnp.arange(cfg.binary_search_steps)
     (_, _, _, best_x, best_d, best_m), _ = jax.lax.scan(outer, init, rounds)
     found = jnp.isfinite(best_d)
@@ -189,6 +245,20 @@ def _cw_jit(logits_fn, x, y, *, cfg: CWConfig, bounds):
     clean = logits_fn(x)
     m_clean = jax.vmap(margin)(clean, y)
     x_adv, found = jax.vmap(lambda xi, yi, mi: _cw_point(fn1, xi, yi, mi, cfg, bounds))(flat(x), y, m_clean)
+    x_adv = x_adv.reshape(x.shape)
+    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds, clean_logits=clean)
+
+
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
+def _cw_warm_jit(logits_fn, x, y, x_best, d_best, *, cfg: CWConfig, bounds):
+    """``_cw_jit`` started from known adversarials ``x_best`` at ``d_best``."""
+    fn1 = single(logits_fn, x.shape[1:])
+    clean = logits_fn(x)
+    m_clean = jax.vmap(margin)(clean, y)
+    m_best = jax.vmap(margin)(logits_fn(x_best), y)
+    x_adv, found = jax.vmap(
+        lambda xi, yi, mi, pb, nb, mb: _cw_point(fn1, xi, yi, mi, cfg, bounds, (pb, nb, mb))
+    )(flat(x), y, m_clean, flat(x_best), d_best, m_best)
     x_adv = x_adv.reshape(x.shape)
     return finalize(logits_fn, x, y, x_adv, found, "l2", bounds, clean_logits=clean)
 

@@ -118,8 +118,14 @@ def loss_direction(fn1, point, y, loss: str):
     return logits, g
 
 
-def _ddn_point(fn1, x, y, key, init_eps, refine_steps, cfg: DDNConfig, bounds):
-    """DDN on one point; returns (adversarial point or x, found)."""
+def _ddn_point(fn1, x, y, key, init_eps, refine_steps, cfg: DDNConfig, bounds, init=None):
+    """DDN on one point; returns (adversarial point or x, found).
+
+    ``init``: ``(delta, norm, margin, clean_margin)`` of an adversarial
+    already known (``norm`` inf if none): DDN then starts from it, at
+    ``eps_0 = norm``, with step sizes scaled by ``norm`` (``cfg``'s alphas
+    are then relative to it), so that it refines that adversarial.
+    """
     worst = max_l2_in_box(x, bounds)
     fallback = jax.random.normal(key, x.shape)  # direction used where a gradient is exactly 0
 
@@ -133,10 +139,10 @@ def _ddn_point(fn1, x, y, key, init_eps, refine_steps, cfg: DDNConfig, bounds):
         best_delta = jnp.where(better, s.delta, s.best_delta)
         best_norm = jnp.where(better, nrm, s.best_norm)
         best_margin = jnp.where(better, m, s.best_margin)
-        clean_margin = jnp.where(k == 0, m, s.clean_margin)
+        clean_margin = s.clean_margin if init is not None else jnp.where(k == 0, m, s.clean_margin)
 
         g = jnp.where(l2_norm(g) > 0, g, fallback)
-        delta = s.delta + alpha * g / jnp.maximum(l2_norm(g), _TINY)
+        delta = s.delta + (alpha * scale) * g / jnp.maximum(l2_norm(g), _TINY)
         eps = jnp.where(adv, (1.0 - cfg.gamma) * s.eps, (1.0 + cfg.gamma) * s.eps)
         eps = jnp.minimum(eps, worst)
         delta = delta * (eps / jnp.maximum(l2_norm(delta), _TINY))
@@ -146,6 +152,13 @@ def _ddn_point(fn1, x, y, key, init_eps, refine_steps, cfg: DDNConfig, bounds):
     zeros = jnp.zeros_like(x)
     s0 = DDNState(zeros, like(x, 0.0) + init_eps, zeros, like(x, jnp.inf), like(x, 0.0),
                   like(x, 0.0))
+    scale = 1.0
+    if init is not None:
+        d0, n0, m0, mc = init
+        known = jnp.isfinite(n0) & (n0 > 0)
+        scale = jnp.where(known, n0, init_eps)
+        s0 = DDNState(jnp.where(known, d0, zeros), jnp.where(known, n0, s0.eps), jnp.where(known, d0, zeros),
+                      jnp.where(known, n0, jnp.inf), jnp.where(known, m0, 0.0), mc)
     xs = (jnp.arange(cfg.steps), cosine_schedule(cfg.alpha_init, cfg.alpha_final, cfg.steps))
     s, _ = jax.lax.scan(body, s0, xs)
     found = jnp.isfinite(s.best_norm)
@@ -162,6 +175,21 @@ def _ddn_jit(logits_fn, x, y, keys, init_eps, refine_steps, *, cfg: DDNConfig, b
     )(flat(x), y, keys, init_eps)
     x_adv = x_adv.reshape(x.shape)
     return finalize(logits_fn, x, y, x_adv, found, "l2", bounds)
+
+
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
+def _ddn_warm_jit(logits_fn, x, y, keys, init_eps, refine_steps, x_best, d_best, *, cfg: DDNConfig, bounds):
+    """``_ddn_jit`` started from known adversarials ``x_best`` at ``d_best``."""
+    fn1 = single(logits_fn, x.shape[1:])
+    clean = logits_fn(x)
+    m_clean = jax.vmap(margin)(clean, y)
+    m_best = jax.vmap(margin)(logits_fn(x_best), y)
+    x_adv, found = jax.vmap(
+        lambda xi, yi, ki, ei, db, nb, mb, mc: _ddn_point(fn1, xi, yi, ki, ei, refine_steps, cfg, bounds,
+                                                           (db, nb, mb, mc))
+    )(flat(x), y, keys, init_eps, flat(x_best) - flat(x), d_best, m_best, m_clean)
+    x_adv = x_adv.reshape(x.shape)
+    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds, clean_logits=clean)
 
 
 def ddn(

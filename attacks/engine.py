@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attacks import checks, xla
-from attacks.losses import confidently_adversarial, get_loss, margin
+from attacks.losses import TARGETED_LOSSES, confidently_adversarial, get_loss, margin
 from attacks.norms import Geometry, clip_box, geometry, like
 
 
@@ -46,7 +46,9 @@ class EngineConfig:
     Attributes:
       norm: 'linf' | 'l2' | 'l1'.
       steps: iterates evaluated per lane (``steps - 1`` gradients, one forward pass).
-      loss: 'margin' (logit margin, CW f6) or 'ce' (cross-entropy).
+      loss: 'margin' (logit margin, CW f6), 'ce' (cross-entropy), 'dlr'
+        (Croce & Hein's difference of logits ratio) or 'dlr-t' (its targeted
+        form; the lane's ``target`` class).
       schedule: 'apgd' (adaptive, momentum) or 'fixed'.
       momentum: APGD's alpha.
       rho: APGD's checkpoint success fraction.
@@ -152,6 +154,7 @@ def run_lane(
     cfg: EngineConfig,
     bounds: Optional[Tuple[float, float]],
     feasible: bool = False,
+    target: Optional[jax.Array] = None,
 ) -> LaneResult:
     """Projected gradient ascent of ``cfg.loss`` on one point, one radius.
 
@@ -170,6 +173,8 @@ def run_lane(
         and the box (e.g. a point of the segment from ``x`` to an earlier
         iterate): it is used as it is (an l_2 projection costs two passes
         over the input).
+      target: ``()`` int, the target class of a targeted loss
+        (``cfg.loss`` in ``attacks.losses.TARGETED_LOSSES``); else unused.
 
     Returns:
       LaneResult: highest-loss iterate and the adversarial iterate reported.
@@ -188,9 +193,11 @@ def run_lane(
     loss = get_loss(cfg.loss)
     proj = ball_projection(geo, x, eps, bounds)
 
+    targeted = cfg.loss in TARGETED_LOSSES
+
     def objective(p):
         logits = fn1(p)
-        return loss(logits, y), logits
+        return (loss(logits, y, target) if targeted else loss(logits, y)), logits
 
     value_and_grad = jax.value_and_grad(objective, has_aux=True)
     # The step reads g in four fusions: computed once if the model's input

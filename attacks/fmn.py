@@ -55,7 +55,7 @@ import jax.numpy as jnp
 from attacks import checks
 from attacks.ddn import cosine_schedule
 from attacks.engine import flat, mask_box_gradient, single
-from attacks.losses import confidently_adversarial
+from attacks.losses import confidently_adversarial, margin
 from attacks.norms import Geometry, clip_box, geometry, l1_norm, l2_norm, like, linf_norm
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize
@@ -119,8 +119,14 @@ def _margin_and_grad(fn1, point, y):
     return other[j] - logits[y], logits, g
 
 
-def _fmn_point(fn1, x, y, refine_steps, cfg: FMNConfig, bounds):
-    """FMN on one point; returns (adversarial point or x, found)."""
+def _fmn_point(fn1, x, y, refine_steps, cfg: FMNConfig, bounds, init=None):
+    """FMN on one point; returns (adversarial point or x, found).
+
+    ``init``: ``(delta, norm, margin, clean_margin)`` of an adversarial
+    already known (``norm`` inf if none): FMN then starts from it, at
+    ``eps_0 = norm``, with step sizes scaled by ``norm`` (``cfg``'s alphas
+    are then relative to it), so that it refines that adversarial.
+    """
     geo = geometry(cfg.norm, cfg.l1_sparsity)
     dual = _DUAL[cfg.norm]
     worst = max_norm_in_box(geo, x, bounds)
@@ -134,7 +140,8 @@ def _fmn_point(fn1, x, y, refine_steps, cfg: FMNConfig, bounds):
         best_delta = jnp.where(better, s.delta, s.best_delta)
         best_norm = jnp.where(better, nrm, s.best_norm)
         best_margin = jnp.where(better, m, s.best_margin)
-        clean_margin = jnp.where(k == 0, m, s.clean_margin)
+        clean_margin = s.clean_margin if init is not None else jnp.where(k == 0, m, s.clean_margin)
+        alpha = alpha * scale
 
         g = mask_box_gradient(g, x + s.delta, bounds)
         estimate = (nrm + jnp.abs(m) / jnp.maximum(dual(g), _TINY)) * (1.0 + gamma)
@@ -153,6 +160,13 @@ def _fmn_point(fn1, x, y, refine_steps, cfg: FMNConfig, bounds):
 
     zeros = jnp.zeros_like(x)
     s0 = FMNState(zeros, like(x, 0.0), zeros, like(x, jnp.inf), like(x, 0.0), like(x, 0.0))
+    scale = 1.0
+    if init is not None:
+        d0, n0, m0, mc = init
+        known = jnp.isfinite(n0) & (n0 > 0)
+        scale = jnp.where(known, n0, 1.0)
+        s0 = FMNState(jnp.where(known, d0, zeros), jnp.where(known, n0, 0.0), jnp.where(known, d0, zeros),
+                      jnp.where(known, n0, jnp.inf), jnp.where(known, m0, 0.0), mc)
     xs = (jnp.arange(cfg.steps),
           cosine_schedule(cfg.alpha_init, cfg.alpha_final, cfg.steps),
           cosine_schedule(cfg.gamma_init, cfg.gamma_final, cfg.steps))
@@ -171,6 +185,20 @@ def _fmn_jit(logits_fn, x, y, refine_steps, *, cfg: FMNConfig, bounds):
     )(flat(x), y)
     x_adv = x_adv.reshape(x.shape)
     return finalize(logits_fn, x, y, x_adv, found, cfg.norm, bounds)
+
+
+@program(static_argnames=("logits_fn", "cfg", "bounds"))
+def _fmn_warm_jit(logits_fn, x, y, refine_steps, x_best, d_best, *, cfg: FMNConfig, bounds):
+    """``_fmn_jit`` started from known adversarials ``x_best`` at ``d_best``."""
+    fn1 = single(logits_fn, x.shape[1:])
+    clean = logits_fn(x)
+    m_clean = jax.vmap(margin)(clean, y)
+    m_best = jax.vmap(margin)(logits_fn(x_best), y)
+    x_adv, found = jax.vmap(
+        lambda xi, yi, db, nb, mb, mc: _fmn_point(fn1, xi, yi, refine_steps, cfg, bounds, (db, nb, mb, mc))
+    )(flat(x), y, flat(x_best) - flat(x), d_best, m_best, m_clean)
+    x_adv = x_adv.reshape(x.shape)
+    return finalize(logits_fn, x, y, x_adv, found, cfg.norm, bounds, clean_logits=clean)
 
 
 def fmn(

@@ -28,6 +28,39 @@ def cross_entropy(logits: jax.Array, y: jax.Array) -> jax.Array:
     return jax.nn.logsumexp(logits) - logits[y]
 
 
+def _sorted_desc(logits: jax.Array, k: int) -> jax.Array:
+    """The ``k`` largest logits, in descending order."""
+    return jax.lax.top_k(logits, k)[0]
+
+
+def dlr(logits: jax.Array, y: jax.Array) -> jax.Array:
+    """Difference of logits ratio (Croce & Hein 2020, eq. 6), to be maximised:
+
+        DLR = -(z_y - max_{j != y} z_j) / (z_pi1 - z_pi3)
+
+    with ``z_pi1 >= z_pi2 >= ...`` the sorted logits: the logit margin made
+    invariant to shifts and rescalings of the logits (needs ``K >= 3``).
+    """
+    top = _sorted_desc(logits, 3)
+    return margin(logits, y) / (top[0] - top[2] + 1e-12)
+
+
+def dlr_targeted(logits: jax.Array, y: jax.Array, t: jax.Array) -> jax.Array:
+    """Targeted DLR (Croce & Hein 2020, eq. 7), to be maximised toward class ``t``:
+
+        DLR-T = -(z_y - z_t) / (z_pi1 - (z_pi3 + z_pi4) / 2)
+
+    (needs ``K >= 4``).
+    """
+    top = _sorted_desc(logits, 4)
+    return (logits[t] - logits[y]) / (top[0] - 0.5 * (top[2] + top[3]) + 1e-12)
+
+
+def margin_targeted(logits: jax.Array, y: jax.Array, t: jax.Array) -> jax.Array:
+    """Targeted logit margin ``z_t - z_y``, to be maximised toward class ``t``."""
+    return logits[t] - logits[y]
+
+
 def is_adversarial(logits: jax.Array, y: jax.Array) -> jax.Array:
     """The verification criterion: argmax(logits) != y."""
     return jnp.argmax(logits) != y
@@ -48,13 +81,21 @@ def confidently_adversarial(logits: jax.Array, y: jax.Array, rtol: float = CONFI
     return (margin(logits, y) > tol) & (jnp.argmax(logits) != y)
 
 
-LOSSES = {"margin": margin, "ce": cross_entropy}
+LOSSES = {"margin": margin, "ce": cross_entropy, "dlr": dlr}
+#: Losses of one more argument, the target class: ``loss(logits, y, t)``.
+TARGETED_LOSSES = {"dlr-t": dlr_targeted, "margin-t": margin_targeted}
+#: Fewest classes each loss is defined for.
+MIN_CLASSES = {"margin": 2, "ce": 2, "dlr": 3, "dlr-t": 4, "margin-t": 2}
 
 
 def get_loss(name: str) -> Callable:
-    if name not in LOSSES:
-        raise ValueError(f"loss: expected one of {sorted(LOSSES)}, got {name!r}")
-    return LOSSES[name]
+    """The loss called ``name``: ``loss(logits, y)``, or ``loss(logits, y, t)``
+    for the targeted ones (``TARGETED_LOSSES``)."""
+    table = {**LOSSES, **TARGETED_LOSSES}
+    if name not in table:
+        raise ValueError(f"loss: expected one of {sorted(table)}, got {name!r}")
+    return table[name]
 
 
-__all__ = ["CONFIDENCE_RTOL", "LOSSES", "confidently_adversarial", "cross_entropy", "get_loss", "is_adversarial", "margin"]
+__all__ = ["CONFIDENCE_RTOL", "LOSSES", "MIN_CLASSES", "TARGETED_LOSSES", "confidently_adversarial", "cross_entropy",
+           "dlr", "dlr_targeted", "get_loss", "margin_targeted", "is_adversarial", "margin"]
