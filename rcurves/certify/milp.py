@@ -1,9 +1,8 @@
 """Exact minimal adversarial distances of small ReLU networks by mixed-integer programming.
 
-For one point ``(x, y)`` and a radius ``R`` known to contain an adversarial
-(an attack's distance, or the box's diameter), the minimal l_inf or l_1
-distance is the optimum of (Tjeng, Xiao & Tedrake 2019, with big-M constants
-from interval bounds)::
+For one point ``(x, y)`` and a radius ``R``, the minimal l_inf or l_1
+distance *within the ball of radius R* is the optimum of (Tjeng, Xiao &
+Tedrake 2019, big-M constants from interval bounds)::
 
     min  t            (l_inf: |x'_i - x_i| <= t;  l_1: t = sum_i s_i, |x'_i - x_i| <= s_i)
     s.t. x' in [max(x - R, lo), min(x + R, hi)]
@@ -16,20 +15,38 @@ from interval bounds)::
 ``l_k, u_k`` are CROWN bounds (intersected with IBP) on the ball of radius
 ``R``, widened by a relative 1e-5 against float32 rounding; classes whose
 margin CROWN already certifies on that ball are left out; ``M_j`` is minus
-an interval lower bound of ``z_j - z_y``. scipy's HiGHS ``milp`` solves it
-within ``time_limit`` seconds and returns a dual bound (``lower``) and a best
-point. The point is re-checked with the real network in float32: it is
-pushed outward along its ray (by ``NUDGES``, up to 1%) until it is
+an interval lower bound of ``z_j - z_y``. HiGHS (``certify.highs``, the
+solver behind ``scipy.optimize.milp``) solves it, warm-started from the best
+adversarial known when it lies in the ball (every variable computed from it).
+
+Its LP relaxation is weak: the relaxed ReLUs of the whole ball are available
+at ``t = 0`` already, so the root bound is usually 0 and only branching
+proves anything. The search is therefore staged, on a bracket
+``[lower, upper]`` that starts at CROWN's certified radius and the attack's
+distance (``upper``, or the box's diameter):
+
+1. the MILP on the whole ball ``R = upper`` (small networks are solved here:
+   the optimum is the minimal distance);
+2. then MILPs on balls just above ``lower``, ``R = lower (1 + s)``: an
+   infeasible one proves ``lower = R`` (and doubles ``s``), an optimal one
+   ends the search (the minimiser lies in the ball), an undecided one
+   divides ``s`` by 4; a feasible point found on the way lowers ``upper``.
+   Smaller balls have fewer unstable ReLUs (binaries), so these are the MILPs
+   HiGHS can decide on networks where stage 1 is out of reach.
+
+Each stage gets at most a quarter of the point's ``time_limit``. Every
+point the solver returns is re-checked with the real network in float32: it
+is pushed outward along its ray (by ``NUDGES``, up to 1%) until it is
 misclassified by a margin above float noise (``attacks.losses.
 confidently_adversarial``), so that a boundary point the solver's tolerances
 or float32 rounding leave on either side is replaced by one that any
-evaluation of the network agrees on;
-and ``upper`` is the smaller of its distance and the attack's. A distance is
-called *exact* where ``upper - lower <= rtol * upper`` (``rtol`` 1e-3 by
-default: the confidently misclassified point lies beyond the boundary by the
-float-noise margin, which near a boundary between two large, nearly equal
-logits costs up to a few 1e-4 of the distance; HiGHS's own relative gap is
-set to 1e-6).
+evaluation of the network agrees on; ``upper`` is the smallest such
+distance. A distance is called *exact* where ``upper - lower <= rtol *
+upper`` (``rtol`` 1e-3 by default: the confidently misclassified point lies
+beyond the boundary by the float-noise margin, which near a boundary between
+two large, nearly equal logits costs up to a few 1e-4 of the distance;
+HiGHS's own relative gap is set to 1e-6). Lower bounds are those of the
+solver's tolerances (1e-6 feasibility) and of float32 bound propagation.
 """
 from __future__ import annotations
 
@@ -42,10 +59,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from attacks import checks
 from attacks.losses import confidently_adversarial
+from rcurves.certify import highs
 from rcurves.certify.bounds import BoundConfig, hidden_bounds, margin_spec, prepare, spec_bound
 from rcurves.certify.checks import check_net, check_points, check_upper, diameter
 from rcurves.certify.layers import Network, block_jacobian
@@ -63,16 +80,18 @@ class ExactResult(NamedTuple):
     """Per-point result of :func:`exact_search`.
 
     Attributes:
-      lower: ``(n,)`` lower bounds on the minimal distance (the solver's dual
-        bound; the region's radius where the MILP is infeasible).
+      lower: ``(n,)`` lower bounds on the minimal distance: the largest ball
+        proven free of adversarials (by CROWN, by an infeasible MILP, or by an
+        optimal one: the optimum).
       upper: ``(n,)`` distances of re-checked adversarials (``inf`` if none).
       x_adv: ``(n, *shape)`` the adversarial attaining ``upper`` (``x`` where none).
       exact: ``(n,)`` bool, ``upper - lower <= rtol * upper``.
-      status: ``(n,)`` strings: 'optimal', 'time_limit', 'infeasible'
-        (no adversarial inside the region), 'certified' (CROWN proved the
-        region safe), 'misclassified', or 'failed'.
-      seconds: ``(n,)`` wall-clock time of each point's solve.
-      binaries: ``(n,)`` number of unstable ReLUs (binary variables) in the model.
+      status: ``(n,)`` strings, the last stage's outcome: 'optimal',
+        'time_limit', 'infeasible' (no adversarial in that ball), 'certified'
+        (CROWN proved that ball), 'crown' (no MILP was needed: CROWN's radius
+        met the attack's distance), 'misclassified' or 'failed'.
+      seconds: ``(n,)`` wall-clock time spent on each point's MILPs.
+      binaries: ``(n,)`` unstable ReLUs (binary variables) of the last MILP.
     """
 
     lower: np.ndarray
@@ -131,6 +150,10 @@ class _Model:
     row_lb: List[np.ndarray]
     row_ub: List[np.ndarray]
     n_binary: int
+    off_a: List[int]      # first column of a_k
+    off_d: List[int]      # first column of d_k
+    off_b: int            # first column of b
+    cand: List[int]       # classes j that may win
 
 
 def _build(mats, consts, hidden, margin_lb, x, y, radius, box, norm) -> Optional[_Model]:
@@ -229,7 +252,7 @@ def _build(mats, consts, hidden, margin_lb, x, y, radius, box, norm) -> Optional
         n_binary += len(cand)
     cost = np.zeros(n_var)
     cost[d:d + n_norm] = 1.0
-    return _Model(cost, integ, lb, ub, rows, rlo, rhi, n_binary)
+    return _Model(cost, integ, lb, ub, rows, rlo, rhi, n_binary, off_a, off_d, off_b, cand)
 
 
 def _place(block, col0: int, n_var: int) -> sp.csr_matrix:
@@ -241,12 +264,35 @@ def _place(block, col0: int, n_var: int) -> sp.csr_matrix:
     return sp.hstack([left, block, right], format="csr")
 
 
-def _solve(model: _Model, time_limit: float):
+def _start(model: _Model, mats, consts, x: np.ndarray, xa: np.ndarray, y: int, norm: str) -> Optional[np.ndarray]:
+    """The MILP's variables at a known adversarial ``xa`` (flat), as HiGHS's first incumbent."""
+    d = x.size
+    v = np.zeros(model.c.size)
+    v[:d] = xa
+    dev = np.abs(xa - x)
+    if norm == "linf":
+        v[d] = dev.max()
+    else:
+        v[d:2 * d] = dev
+    a = xa
+    for k, (o_a, o_d) in enumerate(zip(model.off_a, model.off_d)):
+        h = mats[k] @ a + consts[k]
+        a = np.maximum(h, 0.0)
+        v[o_a:o_a + a.size] = a
+        v[o_d:o_d + a.size] = (h > 0) * model.ub[o_d:o_d + a.size]
+    z = mats[-1] @ a + consts[-1]
+    wins = [j for j in model.cand if z[j] >= z[y]]
+    if not wins:
+        return None
+    j = max(wins, key=lambda j: z[j])
+    v[model.off_b + j] = 1.0
+    return np.clip(v, model.lb, model.ub)
+
+
+def _solve(model: _Model, time_limit: float, start: Optional[np.ndarray] = None) -> highs.Solution:
     a = sp.vstack(model.rows, format="csr")
-    cons = LinearConstraint(a, np.concatenate(model.row_lb), np.concatenate(model.row_ub))
-    return milp(model.c, integrality=model.integrality, bounds=Bounds(model.lb, model.ub),
-                constraints=cons,
-                options=dict(time_limit=float(time_limit), mip_rel_gap=_MIP_GAP, presolve=True, disp=False))
+    return highs.solve(model.c, a, np.concatenate(model.row_lb), np.concatenate(model.row_ub), model.lb,
+                       model.ub, model.integrality, time_limit=time_limit, rel_gap=_MIP_GAP, start=start)
 
 
 # ---------------------------------------------------------------------------
@@ -275,22 +321,25 @@ def exact_search(
     x_adv: Optional[Any] = None,
     key: Optional[Any] = None,
     rtol: float = EXACT_RTOL,
+    max_stages: int = 20,
 ) -> ExactResult:
     """Exact l_inf / l_1 distances by MILP, with everything the solver found.
 
     Args:
       net: a small :class:`~rcurves.certify.Network` (every unstable ReLU is a
-        binary variable: hundreds are fine, thousands are slow).
+        binary variable: tens are solved in milliseconds, a few hundred only
+        on small balls).
       x, y: ``(n, *net.input_shape)`` points and ``(n,)`` labels.
       norm: 'linf' or 'l1'.
-      time_limit: seconds per point for HiGHS.
+      time_limit: seconds per point for HiGHS (all stages together).
       bounds: input domain ``(lo, hi)`` or None.
       upper: optional ``(n,)`` known upper bounds (an attack's distances): the
-        MILP searches the ball of that radius. ``None`` runs
+        MILPs search balls within that radius. ``None`` runs
         ``attacks.minimal_distance`` first (``key``, default ``PRNGKey(0)``).
         Needed when ``bounds`` is None.
       x_adv: optional adversarials at distance ``upper`` (re-checked here).
       rtol: relative gap under which a distance is called exact.
+      max_stages: most MILPs per point (see the module docstring).
 
     Returns:
       :class:`ExactResult`.
@@ -303,6 +352,7 @@ def exact_search(
     n = x.shape[0]
     time_limit = checks.check_positive_float(time_limit, "time_limit")
     rtol = checks.check_positive_float(rtol, "rtol", allow_zero=True)
+    max_stages = checks.check_positive_int(max_stages, "max_stages")
     upper = check_upper(upper, n)
     if x_adv is not None:
         if upper is None:
@@ -322,65 +372,86 @@ def exact_search(
     if bounds is None and not np.all(np.isfinite(u)):
         raise ValueError("upper: must be finite when bounds is None (the MILP needs a bounded region)")
     diam = diameter(norm, bounds, net.input_shape) if bounds is not None else np.inf
-    radius = np.where(np.isfinite(u), np.minimum(u, diam), diam).astype(np.float32)
 
-    cfg = BoundConfig(norm=norm, method="crown", domain=bounds)
-    hidden, margin_lb = _region_jit(net, x, y, jnp.asarray(radius), cfg=cfg, batch=chunk_size(net, n, "crown"))
-    hidden = [(np.asarray(l, np.float64), np.asarray(h, np.float64)) for l, h in hidden]
-    margin_lb = np.asarray(margin_lb)
     mats, consts = _dense_blocks(net)
     mats = [np.asarray(m, np.float64) for m in mats]
     consts = [np.asarray(c, np.float64) for c in consts]
-
     xs = np.asarray(x, np.float32)
     ys = np.asarray(y)
     clean_wrong = _recheck(net, xs, ys, None)  # misclassified before any perturbation
-    lower = np.zeros(n, np.float32)
     best = np.full(n, np.inf, np.float32)
     best_x = xs.copy()
     if x_adv is not None:  # the attack's points, re-checked
         xa = np.asarray(x_adv, np.float32)
         ok = _recheck(net, xa, ys, bounds) & np.isfinite(u)
-        dist = _norm_of(xa - xs, norm)
-        best = np.where(ok, dist, best)
+        best = np.where(ok, _norm_of(xa - xs, norm), best)
         best_x = np.where(ok.reshape((-1,) + (1,) * (xs.ndim - 1)), xa, best_x)
-    status = np.empty(n, dtype=object)
+    cap = np.where(np.isfinite(u), np.minimum(u, diam), diam)  # no adversarial needed beyond it
+    # The bracket starts from CROWN's certified radius (a proof too) and the best adversarial.
+    from rcurves.certify.radius import certified_radius
+    lower = np.asarray(certified_radius(net, x, y, norm=norm, bounds=bounds,
+                                        upper=np.where(np.isfinite(cap), cap, np.inf).astype(np.float32)),
+                       np.float64)
+    crown = lower.copy()
+    cfg = BoundConfig(norm=norm, method="crown", domain=bounds)
+    batch = chunk_size(net, n, "crown")
+    status = np.where(clean_wrong, "misclassified", "crown").astype(object)
     seconds = np.zeros(n)
     binaries = np.zeros(n, np.int64)
-    for i in range(n):
-        t0 = time.perf_counter()
-        if clean_wrong[i]:
-            status[i], best[i], best_x[i] = "misclassified", 0.0, xs[i]
-            continue
-        xi = xs[i].reshape(-1).astype(np.float64)
-        r = float(radius[i])
-        box = (xi - r, xi + r)
-        if bounds is not None:
-            box = (np.clip(box[0], *bounds), np.clip(box[1], *bounds))
-        hid = [(l[i], h[i]) for l, h in hidden]
-        model = _build(mats, consts, hid, margin_lb[i], xi, int(ys[i]), r, box, norm)
-        if model is None:
-            status[i], lower[i] = "certified", np.inf if r >= diam else r
-            seconds[i] = time.perf_counter() - t0
-            continue
-        binaries[i] = model.n_binary
-        res = _solve(model, time_limit)
-        seconds[i] = time.perf_counter() - t0
-        if res.status == 2:
-            status[i], lower[i] = "infeasible", np.inf if r >= diam else r
-            continue
-        status[i] = {0: "optimal", 1: "time_limit"}.get(res.status, "failed")
-        dual = getattr(res, "mip_dual_bound", None)
-        if dual is None or not np.isfinite(dual):
-            dual = res.fun if res.status == 0 else 0.0
-        if res.status == 0 and res.fun is not None:
-            dual = min(dual, res.fun)
-        lower[i] = max(_round_down(float(dual)), 0.0)
-        if res.x is not None:
-            cand = res.x[: xi.size].reshape(xs.shape[1:]).astype(np.float32)
-            pt, dist = _nudge(net, xs[i], cand, int(ys[i]), bounds, norm)
-            if dist < best[i]:
-                best[i], best_x[i] = dist, pt
+    step = np.full(n, 0.05)
+    best[clean_wrong], best_x[clean_wrong] = 0.0, xs[clean_wrong]
+    lower[clean_wrong] = 0.0
+    done = clean_wrong | (lower >= np.minimum(best, cap) * (1 - rtol))
+    for stage in range(max_stages):
+        todo = ~done & (seconds < time_limit)
+        if not todo.any():
+            break
+        hi = np.minimum(best, cap)
+        eps = np.minimum(np.where(lower > 0, lower * (1 + step), hi / 4), (lower + hi) / 2)
+        if stage == 0:  # the whole ball first: small networks are solved outright
+            eps = hi
+        eps = np.where(np.isfinite(eps), eps, 1.0).astype(np.float32)
+        hidden, margin_lb = _region_jit(net, x, y, jnp.asarray(eps), cfg=cfg, batch=batch)
+        hidden = [(np.asarray(l, np.float64), np.asarray(h, np.float64)) for l, h in hidden]
+        margin_lb = np.asarray(margin_lb)
+        for i in np.flatnonzero(todo):
+            t0 = time.perf_counter()
+            xi = xs[i].reshape(-1).astype(np.float64)
+            r = float(eps[i])
+            box = (xi - r, xi + r)
+            if bounds is not None:
+                box = (np.clip(box[0], *bounds), np.clip(box[1], *bounds))
+            model = _build(mats, consts, [(l[i], h[i]) for l, h in hidden], margin_lb[i], xi, int(ys[i]),
+                           r, box, norm)
+            if model is None:  # bound propagation proves the ball
+                status[i], lower[i] = "certified", max(lower[i], r)
+                step[i] *= 2
+            else:
+                binaries[i] = model.n_binary
+                start = None
+                if best[i] <= r:
+                    start = _start(model, mats, consts, xi, best_x[i].reshape(-1).astype(np.float64),
+                                   int(ys[i]), norm)
+                left = time_limit - seconds[i]
+                res = _solve(model, max(min(left, time_limit / 4), 1e-3), start)
+                status[i] = res.status
+                if res.status == "infeasible":  # no adversarial within r: a longer step next
+                    lower[i] = max(lower[i], r)
+                    step[i] *= 2
+                elif res.status == "optimal":  # the minimiser lies in the ball: the minimal distance
+                    lower[i] = max(lower[i], min(res.dual, res.value))
+                elif res.x is None:  # undecided at r: a shorter step next
+                    step[i] /= 4
+                if res.x is not None:
+                    cand = res.x[: xi.size].reshape(xs.shape[1:]).astype(np.float32)
+                    pt, dist = _nudge(net, xs[i], cand, int(ys[i]), bounds, norm)
+                    if dist < best[i]:
+                        best[i], best_x[i] = dist, pt
+            seconds[i] += time.perf_counter() - t0
+            if lower[i] >= min(best[i], cap[i]) * (1 - rtol):
+                done[i] = True
+    lower = np.where(lower >= diam, np.inf, lower)
+    lower = np.array([_round_down(v) if np.isfinite(v) else np.float32(v) for v in lower], np.float32)
     lower = np.minimum(lower, best)
     both_inf = np.isinf(lower) & np.isinf(best)
     with np.errstate(invalid="ignore"):
