@@ -1,0 +1,221 @@
+"""Certified radii against attack distances: the band around the true curve, and the time per point.
+
+For each zoo model (standard and adversarially trained, digits and MNIST),
+on the first ``--n`` test points, in l_inf:
+
+* ``attacks.minimal_distance`` (default schedule) gives each point's upper
+  bound ``u`` (an adversarial, re-checked);
+* ``certify.certified_radius`` with CROWN (and CROWN-IBP, IBP for the MLPs;
+  alpha-CROWN with ``--alpha``) inside ``[0, u]`` gives the lower bound ``l``;
+* the band: ``certify.band_summary(u, l, eps)`` over ``eps`` in
+  ``[0, max u]``: its area (the mean bracket width, in units of eps), the
+  fraction of points whose bracket is closed within 1%, and the median of
+  ``u / l`` over correctly classified points (target: <= 2 on the AT models);
+  mean and median ``u`` and ``l``, to set beside the published numbers for
+  the C.1 CNN on MNIST (Croce, Andriushchenko & Hein 2019, quoted in issue 17:
+  CROWN radius 0.039 vs PGD 0.073 normally trained, 0.086 vs 0.163
+  PGD-trained);
+* time per point of each bound and of the attack, timed interleaved in this
+  process (``_common.time_interleaved``, ``--repeats`` rounds): wall and
+  process CPU time (all threads), and the ratio to the attack's time in the
+  same round. Targets (2 cores): CROWN <= 20 ms per point for the MLP
+  784-100-100-10, <= 0.5 s for the C.1 CNN. On a shared machine the wall time
+  measures a share of the CPU; the CPU time is the better estimate of the
+  time on free cores.
+
+MILP (``certify.exact_search``, HiGHS, ``--milp-time`` seconds per point) on
+the first ``--milp-n`` correctly classified points of the digits MLPs: how
+many distances become exact, and how far the lower bound rises above
+CROWN's (the band narrowed on those points). A small digits MLP 64-32-32-10
+trained here in a few seconds (Adam, 30 epochs) shows the exact curve where
+the network is small enough for the MILP.
+
+    python benchmarks/certify_speed.py                  # all models
+    python benchmarks/certify_speed.py --quick          # digits models, few points
+    python benchmarks/certify_speed.py --models mnist-cnn-st --n 20
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _common as C  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from attacks import minimal_distance  # noqa: E402
+from rcurves import certify, zoo  # noqa: E402
+
+MODELS = ("digits-mlp-st", "digits-mlp-at-linf-0.1", "mnist-mlp-st", "mnist-mlp-at-linf-0.1",
+          "mnist-cnn-st", "mnist-cnn-at-linf-0.1", "mnist-cnn-at-linf-0.3")
+MILP_MODELS = ("digits-mlp-st", "digits-mlp-at-linf-0.1")
+PUBLISHED = {  # issue 17: C.1 CNN on MNIST, l_inf, CROWN radius vs PGD distance
+    "mnist-cnn-st": {"crown": 0.039, "pgd": 0.073, "training": "normal"},
+    "mnist-cnn-at-linf-0.1": {"crown": 0.086, "pgd": 0.163, "training": "PGD-trained"},
+    "mnist-cnn-at-linf-0.3": {"crown": 0.086, "pgd": 0.163, "training": "PGD-trained"},
+}
+TARGET_S = {"mnist-mlp-st": 0.020, "mnist-mlp-at-linf-0.1": 0.020, "mnist-cnn-st": 0.5,
+            "mnist-cnn-at-linf-0.1": 0.5, "mnist-cnn-at-linf-0.3": 0.5}
+
+
+def _stats(u, l, correct):
+    keep = correct & np.isfinite(u) & (u > 0)
+    eps = np.linspace(0.0, float(u[np.isfinite(u)].max()) if np.isfinite(u).any() else 1.0, 401)
+    s = certify.band_summary(u, l, eps)
+    return {
+        "band_area": s.area, "met_1pct": s.met, "median_ratio": s.median_ratio, "max_curve_gap": s.max_gap,
+        "mean_attack": float(np.mean(u[keep])), "median_attack": float(np.median(u[keep])),
+        "mean_radius": float(np.mean(l[keep])), "median_radius": float(np.median(l[keep])),
+        "eps_max": float(eps[-1]),
+    }
+
+
+def bench_model(name, n, methods, repeats, key):
+    m = zoo.load(name)
+    x, y = zoo.test_data(m)
+    x, y = jnp.asarray(x[:n]), jnp.asarray(y[:n].astype(np.int32))
+    net = certify.from_model(m.model, m.params)
+    correct = np.asarray(jnp.argmax(m.logits_fn(x), 1)) == np.asarray(y)
+    att = minimal_distance(m.logits_fn, x, y, norm="linf", key=key)
+    u = np.asarray(att.distance)
+    radii = {}
+    fns = {"attack": lambda: minimal_distance(m.logits_fn, x, y, norm="linf", key=key).distance}
+    for meth in methods:
+        fns[meth] = (lambda meth=meth: certify.certified_radius(net, x, y, norm="linf", method=meth, upper=u))
+    print(f"{name}: timing {list(fns)} on {n} points", flush=True)
+    timing = C.time_interleaved(fns, repeats=repeats)
+    rows = []
+    for meth in methods:
+        radii[meth] = np.asarray(fns[meth]())
+        t = timing[meth]
+        row = {"model": name, "method": meth, "n": n, "accuracy": float(correct.mean()),
+               "s_per_point": t.median / n, "cpu_s_per_point": t.cpu_median / n,
+               "x_attack_time": C.paired_ratio(t, timing["attack"]), "compile_s": t.compile,
+               "target_s_per_point": TARGET_S.get(name) if meth == "crown" else None}
+        row.update(_stats(u, radii[meth], correct))
+        rows.append(row)
+    ta = timing["attack"]
+    attack_row = {"model": name, "method": "attack", "n": n, "s_per_point": ta.median / n,
+                  "cpu_s_per_point": ta.cpu_median / n, "compile_s": ta.compile}
+    return rows, attack_row, {"attack": u.tolist(), **{k: v.tolist() for k, v in radii.items()},
+                              "correct": correct.tolist(), "timing": {k: v.to_dict() for k, v in timing.items()}}
+
+
+def bench_milp(name, logits_fn, net, x, y, n, time_limit, key):
+    correct = np.asarray(jnp.argmax(logits_fn(jnp.asarray(x)), 1)) == y
+    idx = np.flatnonzero(correct)[:n]
+    xs, ys = jnp.asarray(x[idx]), jnp.asarray(y[idx].astype(np.int32))
+    att = minimal_distance(logits_fn, xs, ys, norm="linf", key=key)
+    u = np.asarray(att.distance)
+    crown = np.asarray(certify.certified_radius(net, xs, ys, norm="linf", upper=u))
+    t0 = time.perf_counter()
+    res = certify.exact_search(net, xs, ys, norm="linf", upper=u, x_adv=att.x_adv, time_limit=time_limit)
+    wall = time.perf_counter() - t0
+    eps = np.linspace(0.0, float(u.max()), 401)
+    before = certify.band_summary(u, crown, eps)
+    after = certify.band_summary(res.upper, np.maximum(res.lower, crown), eps)
+    gain = (res.lower - crown) / np.maximum(crown, 1e-12)
+    row = {"model": name, "n": len(idx), "time_limit_s": time_limit, "exact": float(res.exact.mean()),
+           "lower_gain_median": float(np.median(gain)), "lower_gain_max": float(gain.max()),
+           "narrowed": float(np.mean(res.lower > crown * (1 + 1e-4))),
+           "upper_gain_median": float(np.median((u - res.upper) / u)),
+           "area_before": before.area, "area_after": after.area,
+           "median_ratio_before": before.median_ratio, "median_ratio_after": after.median_ratio,
+           "binaries_median": float(np.median(res.binaries)), "s_per_point": float(np.mean(res.seconds)),
+           "wall_s": wall}
+    detail = {"attack": u.tolist(), "crown": crown.tolist(), "lower": res.lower.tolist(),
+              "upper": res.upper.tolist(), "exact": res.exact.tolist(), "status": res.status.tolist(),
+              "seconds": res.seconds.tolist(), "binaries": res.binaries.tolist()}
+    return row, detail
+
+
+def small_digits_mlp(seed):
+    """A digits MLP 64-32-32-10 trained here (Adam, 30 epochs): small enough for exact MILP."""
+    from rcurves.models import ModelConfig, make_logits_fn
+    from rcurves.training import TrainConfig, train
+    from rcurves.datasets import digits
+
+    cfg = ModelConfig(arch="mlp", input_shape=(8, 8, 1), n_classes=10, hidden=(32, 32))
+    xtr, ytr = digits("train")
+    res = train(cfg, TrainConfig(method="st", epochs=30, seed=seed), xtr, ytr, progress=False)
+    xte, yte = digits("test")
+    return make_logits_fn(cfg, res.params), certify.from_model(cfg, res.params), xte, yte
+
+
+def main(argv=None):
+    p = C.parser("certify_speed", __doc__, n=100)
+    p.add_argument("--cnn-n", type=int, default=None, help="points for the CNNs (default 30; --quick 4)")
+    p.add_argument("--models", nargs="*", default=None, help=f"zoo models (default: {' '.join(MODELS)})")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--alpha", action="store_true", help="also time alpha-CROWN (about 60x CROWN's cost)")
+    p.add_argument("--milp-n", type=int, default=None, help="points per MILP model (default 10; --quick 3)")
+    p.add_argument("--milp-time", type=float, default=30.0, help="HiGHS seconds per point (all stages)")
+    p.add_argument("--no-milp", action="store_true")
+    args = p.parse_args(argv)
+    n = args.n or (10 if args.quick else 100)
+    cnn_n = args.cnn_n or (4 if args.quick else 30)
+    milp_n = args.milp_n or (3 if args.quick else 10)
+    models = args.models or (MODELS[:2] if args.quick else MODELS)
+    key = jax.random.PRNGKey(args.seed)
+    out = {"benchmark": "certify_speed", "machine": C.machine_info(), "args": vars(args), "models": {},
+           "published": PUBLISHED}
+    rows, attack_rows = [], []
+    for name in models:
+        if not zoo.is_cached(name):
+            print(f"{name}: not cached, skipped (train it with zoo.load first)", flush=True)
+            out["models"][name] = {"skipped": "not cached"}
+            continue
+        cnn = "cnn" in name
+        methods = ["crown", "crown-ibp"] + ([] if cnn else ["ibp"]) + (["alpha-crown"] if args.alpha else [])
+        r, a, detail = bench_model(name, cnn_n if cnn else n, methods, args.repeats, key)
+        rows += r
+        attack_rows.append(a)
+        out["models"][name] = {"rows": r, "attack": a, "points": detail}
+    out["rows"], out["attack_rows"] = rows, attack_rows
+    C.print_table(rows, ["model", "method", "n", "s_per_point", "cpu_s_per_point", "target_s_per_point",
+                         "x_attack_time", "median_ratio", "met_1pct", "band_area", "mean_radius", "mean_attack"],
+                  title=f"certified radius vs attack (l_inf), {C.load_string()}")
+    C.print_table(attack_rows, ["model", "n", "s_per_point", "cpu_s_per_point", "compile_s"], title="attack")
+    pub = []
+    for name, ref in PUBLISHED.items():
+        crown = next((r for r in rows if r["model"] == name and r["method"] == "crown"), None)
+        if crown:
+            pub.append({"model": name, "published_crown": ref["crown"], "published_pgd": ref["pgd"],
+                        "ours_crown_mean": crown["mean_radius"], "ours_attack_mean": crown["mean_attack"],
+                        "ours_crown_median": crown["median_radius"], "ours_attack_median": crown["median_attack"]})
+    if pub:
+        C.print_table(pub, list(pub[0]), title="C.1 CNN on MNIST: published (quoted in issue 17) vs ours")
+    out["published_comparison"] = pub
+    if not args.no_milp:
+        milp_rows = []
+        for name in [m for m in MILP_MODELS if m in models or args.quick]:
+            if not zoo.is_cached(name):
+                continue
+            m = zoo.load(name)
+            x, y = zoo.test_data(m)
+            net = certify.from_model(m.model, m.params)
+            row, detail = bench_milp(name, m.logits_fn, net, x, y, milp_n, args.milp_time, key)
+            milp_rows.append(row)
+            out["models"].setdefault(name, {})["milp"] = detail
+        logits_fn, net, x, y = small_digits_mlp(args.seed)
+        row, detail = bench_milp("digits-mlp-64-32-32 (trained here)", logits_fn, net, x, y, milp_n,
+                                 args.milp_time, key)
+        milp_rows.append(row)
+        out["small_mlp_milp"] = detail
+        out["milp_rows"] = milp_rows
+        C.print_table(milp_rows, ["model", "n", "time_limit_s", "exact", "narrowed", "lower_gain_median",
+                                  "median_ratio_before", "median_ratio_after", "area_before", "area_after",
+                                  "binaries_median", "s_per_point"],
+                      title="MILP (HiGHS) on the digits MLPs: exact distances and the narrowed band")
+    out["machine_end"] = C.machine_info()
+    C.write_json(args.out, out)
+    return out
+
+
+if __name__ == "__main__":
+    main()
