@@ -35,13 +35,18 @@ class LoadedModel(NamedTuple):
     """A model ready for the pipeline.
 
     ``identity`` is what a resumed run must match (a hash of the checkpoint's
-    metadata, or the import path); ``info`` is JSON-ready provenance.
+    metadata, or the import path); ``info`` is JSON-ready provenance;
+    ``model`` and ``params`` are the architecture and weights of a toolkit
+    model (checkpoint or zoo; None for a bare ``logits_fn``), which
+    ``rcurves.certify.from_model`` needs.
     """
 
     label: str
     logits_fn: Callable
     identity: str
     info: Dict[str, Any]
+    model: Any = None
+    params: Any = None
 
 
 def load_data(spec: str, split: str = "test", n: Optional[int] = None, seed: int = 0) -> Data:
@@ -153,7 +158,7 @@ def _from_checkpoint(path: str, label: Optional[str]) -> LoadedModel:
         "train": ckpt.train.to_dict() if ckpt.train is not None else None,
         "metrics": {k: v for k, v in ckpt.metrics.items() if k != "history"},
     }
-    return LoadedModel(name, make_logits_fn(ckpt.model, ckpt.params), ident, info)
+    return LoadedModel(name, make_logits_fn(ckpt.model, ckpt.params), ident, info, ckpt.model, ckpt.params)
 
 
 def from_zoo(m, label: Optional[str] = None) -> LoadedModel:

@@ -5,7 +5,8 @@ thresholds per norm, :func:`build_report` makes the JSON document and the
 printed table of paper 000, Table 1 (robust error of every model at each
 threshold, with its rank among the models) and names every exact crossing of
 two models' robustness curves (:func:`ranking_flips`, from
-``rcurves.exact_curve_intersections``). :func:`write_report` writes it as
+``rcurves.exact_curve_intersections``), marked significant or noise by a
+paired test (:func:`rcurves.compare.significant_reversal`). :func:`write_report` writes it as
 ``curves.json``, ``curves.csv`` (the exact step curves at their knots),
 ``distances.csv``, ``table.txt`` and ``curves.png``.
 
@@ -98,6 +99,7 @@ def build_report(
     ``data`` is a :class:`rcurves.loading.Data` (its name, ``n`` and labels go
     into the document).
     """
+    from rcurves.compare import significant_reversal
     from rcurves.curves import robust_error
 
     labels = list(distances)
@@ -156,17 +158,22 @@ def build_report(
         meds = "  ".join(f"{m}={np.median(np.asarray(distances[m][norm]['distance'])):.4g}" for m in labels)
         lines.append(f"  {norm:<5} {meds}")
     lines.append("")
-    lines.append("Where the ranking flips (exact intersections of the robustness curves):")
+    lines.append("Where the ranking flips (exact intersections of the robustness curves; [significant] when each "
+                 "model is more robust than the other somewhere by an exact McNemar test, Bonferroni over thresholds "
+                 "and pairs at 5%, else [noise]):")
     any_flip = False
+    npairs = max(1, len(labels) * (len(labels) - 1) // 2)
     for norm in norms:
         doc["intersections"][norm] = []
         top = max(thresholds[norm]) if thresholds[norm] else math.inf
         for i, a in enumerate(labels):
             for b in labels[i + 1:]:
-                eps, first = ranking_flips(distances[a][norm]["distance"], distances[b][norm]["distance"])
-                doc["intersections"][norm].append(
-                    {"a": a, "b": b, "eps": [float(v) for v in eps], "more_robust_first": {-1: a, 1: b}.get(first)}
-                )
+                da, db = distances[a][norm]["distance"], distances[b][norm]["distance"]
+                eps, first = ranking_flips(da, db)
+                entry = {"a": a, "b": b, "eps": [float(v) for v in eps], "more_robust_first": {-1: a, 1: b}.get(first)}
+                if eps.size:
+                    entry["significant"] = significant_reversal(da, db, pairs=npairs)["found"]
+                doc["intersections"][norm].append(entry)
                 inside = eps[eps <= top]
                 if not inside.size:
                     continue
@@ -175,12 +182,13 @@ def build_report(
                 other = b if better == a else a
                 cuts = ", ".join(f"{v:.4g}" for v in inside[:6])
                 more = f" (+{inside.size - 6} more)" if inside.size > 6 else ""
+                tag = " [significant]" if entry["significant"] else " [noise]"
                 if inside.size == 1:
                     lines.append(f"  {norm:<5} {a} vs {b}: {better} more robust for eps < {inside[0]:.4g}, "
-                                 f"{other} from eps = {inside[0]:.4g} on")
+                                 f"{other} from eps = {inside[0]:.4g} on{tag}")
                 else:
                     lines.append(f"  {norm:<5} {a} vs {b}: {better} more robust for eps < {inside[0]:.4g}; "
-                                 f"the order flips {inside.size} times, at eps = {cuts}{more}")
+                                 f"the order flips {inside.size} times, at eps = {cuts}{more}{tag}")
     if not any_flip:
         lines.append("  none up to the largest threshold of each norm")
     lines.append("")

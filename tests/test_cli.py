@@ -296,8 +296,8 @@ def test_report_ranks_models_per_threshold_and_names_the_flip():
     assert "0.000 [1]" in rows[0] and "0.500 [2]" in rows[0]
     assert "1.000 [2]" in rows[1] and "0.500 [1]" in rows[1]
     assert doc["intersections"]["linf"] == [{"a": "A", "b": "B", "eps": [pytest.approx(0.15)],
-                                             "more_robust_first": "A"}]
-    assert "A more robust for eps < 0.15, B from eps = 0.15 on" in table
+                                             "more_robust_first": "A", "significant": False}]
+    assert "A more robust for eps < 0.15, B from eps = 0.15 on [noise]" in table   # 4 points: not significant
 
 
 def test_load_data_subsets_are_random_not_class_sorted():

@@ -146,21 +146,6 @@ def test_table1_fig2_table_and_crossings_are_those_of_the_distances(tmp_path, ca
                                                                             ev.distance(c["b"], norm)))
 
 
-def test_paired_order_test_and_significant_flips():
-    from scipy.stats import binomtest
-
-    mod = _load("table1_fig2")
-    da = np.array([0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.9, 0.9])
-    db = np.array([0.5] * 10)
-    a, b, p = mod.paired_order_test(da, db, 0.2)
-    assert (a, b) == (8, 0) and p == pytest.approx(binomtest(8, 8, 0.5).pvalue)
-    assert mod.paired_order_test(da, da, 0.2) == (0, 0, 1.0)
-    # b is more robust below 0.5 (8 points), a above (2 of 10 survive 0.5 under a, none under b): one crossing,
-    # significant on the left (8 vs 0) but not on the right (0 vs 2)
-    sig, sides = mod.significant_flips(da, db, np.array([0.5]))
-    assert sig == [False] and sides[0]["only_a"] == 8 and sides[1]["only_b"] == 2
-
-
 def test_fig3_slope_change_counts(tmp_path, cache):
     mod, out, doc = _run("fig3_slope", tmp_path, cache)
     d = np.array([0.05, 0.26, 0.29, 0.31, 0.32, 0.33, 0.34, 0.35, 0.9, np.inf])
