@@ -109,8 +109,9 @@ def _block_neighbors(xq, xt_blocks, onehot, valid, rtol, atol, *, norm, n_classe
     thr = dmin + jnp.maximum(atol, rtol * dmin)
     near = (d <= thr[:, None]).astype(jnp.float32)
     counts = jnp.round(near @ onehot).astype(jnp.int32)
-    big = jnp.where(onehot.T[None, :, :] > 0, d[:, None, :], jnp.inf)  # (bq, K, nt)
-    return dmin, counts, big.min(-1)
+    # per-class minimum, one fused masked reduction per class (no (bq, K, nt) temporary)
+    cmin = jnp.stack([jnp.where(onehot[None, :, c] > 0, d, jnp.inf).min(1) for c in range(n_classes)], axis=1)
+    return dmin, counts, cmin
 
 
 def nn1_neighbors(x_train: Any, y_train: Any, x: Any, *, p: Any, rtol: float = 1e-5, atol: float = 1e-6,
@@ -151,7 +152,7 @@ def nn1_neighbors(x_train: Any, y_train: Any, x: Any, *, p: Any, rtol: float = 1
     xt_blocks = jnp.pad(xtf, ((0, pad), (0, 0))).reshape(nb, bt, -1)
     valid = jnp.arange(nb * bt) < n_t
     onehot = jnp.pad(jax.nn.one_hot(yt, K, dtype=jnp.float32), ((0, pad), (0, 0)))
-    bq = max(1, min(block, _ELEMENT_BUDGET // (nb * bt * max(1, K // 4))))
+    bq = max(1, min(block, _ELEMENT_BUDGET // (nb * bt)))
     bq = min(bq, n)
     dist, counts, cdist = [], [], []
     for s in range(0, n, bq):                       # Python loop over query blocks only
