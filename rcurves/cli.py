@@ -345,7 +345,40 @@ def cmd_curves(args) -> int:
     ev.save(args.out, f"robustness curves on {data.name}")
     _say(ev.table())
     _say(f"wrote {args.out}/curves.json, curves.csv, distances.csv, curves.png, table.txt")
+    if args.certify:
+        _certify_bands(ev, models, data, bounds, args)
     return 0
+
+
+def _certify_bands(ev, models, data, bounds, args) -> None:
+    """``curves --certify``: certified radii (lower bounds) next to the attack distances, the band, a plot."""
+    from rcurves import certify
+    from rcurves.plotting import plot_bands
+
+    bands, doc = {}, {"method": args.certify, "models": {}}
+    lines = [f"Certified band ({args.certify}): the true curve lies between the attack's curve and the certified one",
+             "model             norm  median attack/certified  met within 1%  band area"]
+    for label, m in models.items():
+        if m.model is None:
+            _say(f"  {label}: --certify needs a toolkit model (zoo name or checkpoint), not a logits_fn; skipped")
+            continue
+        bands[label], doc["models"][label] = {}, {}
+        for norm in ev.norms:
+            if norm == "l1" and args.certify == "ibp":
+                continue
+            u = ev.distance(label, norm)
+            b = certify.band_for_model(m.model, m.params, data.x, data.y, u, norm, method=args.certify, bounds=bounds)
+            r = np.asarray(b.radius, np.float64)
+            bands[label][norm] = (u, r)
+            s = b.summary
+            doc["models"][label][norm] = {"radius": _json_list(r), "area": s.area, "met": s.met,
+                                          "median_ratio": _json_float(s.median_ratio)}
+            lines.append(f"{label:<17} {norm:<5} {s.median_ratio:>23.3f}  {s.met:>12.1%}  {s.area:>9.4g}")
+    if bands:
+        _write_json(os.path.join(args.out, "certified.json"), doc)
+        plot_bands(bands, os.path.join(args.out, "band.png"), title=f"attack vs certified ({args.certify}), {data.name}")
+        _say("\n".join(lines))
+        _say(f"wrote {args.out}/certified.json, band.png")
 
 
 # ---------------------------------------------------------------------------
@@ -641,6 +674,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cw-binary-search-steps", type=int, default=5, help="CW constant search rounds (default 5)")
     p.add_argument("--cw-steps", type=int, default=50, help="CW Adam steps per round (default 50)")
     p.add_argument("--cw-lr", type=float, default=0.1, help="CW Adam learning rate (default 0.1)")
+    p.add_argument("--certify", nargs="?", const="crown", default=None, metavar="METHOD",
+                   choices=("ibp", "crown-ibp", "crown", "alpha-crown"),
+                   help="also compute certified radii (lower bounds, rcurves.certify; default method crown) and "
+                        "draw the band that contains the true curve (band.png, certified.json)")
     _common(p, devices=True)
     p.set_defaults(func=cmd_curves)
 

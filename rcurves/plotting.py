@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from rcurves.curves import curve_points, dkw_band
 
 Curve = Tuple[Any, Any]  # (eps (m,), values (m,))
+_NORM_LABEL = {"linf": r"$\ell_\infty$", "l2": r"$\ell_2$", "l1": r"$\ell_1$"}
 Grid = Mapping[str, Mapping[str, Mapping[str, Curve]]]  # row -> panel -> line -> curve
 
 
@@ -234,6 +235,61 @@ def plot_step_curves(
                        alpha=0.05 if dkw_alpha is None else dkw_alpha, title=title, step=True)
 
 
+def plot_bands(
+    bands: Mapping[str, Mapping[str, Tuple[Any, Any]]],
+    path: Optional[str] = None,
+    *,
+    eps_max: Optional[Mapping[str, float]] = None,
+    title: Optional[str] = None,
+) -> Figure:
+    """Attack curves with the band that provably contains the true curve.
+
+    Args:
+      bands: ``{model: {norm: (upper (n,), lower (n,))}}``: per point an upper
+        bound on the minimal distance (the attack's) and a lower bound (a
+        certified radius). The attack's curve ``P(upper <= eps)`` is drawn
+        solid, the certified curve ``P(lower <= eps)`` dashed, the band
+        between them shaded: the true robustness curve lies inside it.
+      path: PNG to write, or None.
+      eps_max: ``{norm: right end of the x axis}``; default the largest finite
+        attack distance (x 1.05).
+      title: figure title.
+    """
+    if not bands:
+        raise ValueError("bands: expected at least one model")
+    norms = _panel_order(bands)
+    fig = Figure(figsize=(5.2 * len(norms), 4.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(norms), squeeze=False)[0]
+    for ax, norm in zip(axes, norms):
+        ups = [np.asarray(b[norm][0], np.float64) for b in bands.values() if norm in b]
+        fin = np.concatenate([u[np.isfinite(u)] for u in ups])
+        end = float((eps_max or {}).get(norm, float(fin.max()) * 1.05 if fin.size and fin.max() > 0 else 1.0))
+        for k, (model, per) in enumerate(bands.items()):
+            if norm not in per:
+                continue
+            upper, lower = per[norm]
+            color = f"C{k % 10}"
+            e = np.linspace(0.0, end, 400)
+            cu = np.mean(np.asarray(upper, np.float64)[None, :] <= e[:, None], axis=1)
+            cl = np.mean(np.asarray(lower, np.float64)[None, :] <= e[:, None], axis=1)
+            ax.fill_between(e, cu, cl, step="post", color=color, alpha=0.2, lw=0)
+            ax.step(*step_curve(upper, end), where="post", color=color, label=f"{model}: attack")
+            ax.step(*step_curve(lower, end), where="post", color=color, ls="--", lw=1.0,
+                    label=f"{model}: certified")
+        ax.set_xlim(0, end)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(f"{_NORM_LABEL.get(norm, norm)} eps")
+        ax.set_ylabel("robust error")
+        ax.set_title(f"{_NORM_LABEL.get(norm, norm)}: the true curve lies in the band")
+        ax.legend(fontsize=7, loc="lower right")
+    if title:
+        fig.suptitle(title)
+    if path is not None:
+        _save(fig, path)
+    return fig
+
+
 def _save(fig: Figure, path: str) -> None:
     """Write the PNG atomically (temp file + rename)."""
     path = os.fspath(path)
@@ -245,6 +301,7 @@ def _save(fig: Figure, path: str) -> None:
 
 
 __all__ = [
+    "plot_bands",
     "plot_curve_grid",
     "plot_curves",
     "plot_step_curves",
