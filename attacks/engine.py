@@ -315,9 +315,11 @@ def single(logits_fn: Callable, shape: Optional[Tuple[int, ...]] = None) -> Call
     about 10% slower (benchmarks/attack_overhead.py; see the issue notes).
     """
     if shape is None:
-        return lambda xi: logits_fn(xi[None])[0]
+        model = xla.loop_model(logits_fn)
+        return lambda xi: model(xi[None])[0]
     shape = tuple(shape)
-    return lambda v: logits_fn(v.reshape((1,) + shape))[0]
+    model = xla.loop_model(logits_fn, (1,) + shape)
+    return lambda v: model(v.reshape((1,) + shape))[0]
 
 
 def flat(x: jax.Array) -> jax.Array:

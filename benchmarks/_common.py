@@ -255,8 +255,9 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str],
 ARCH_HIDDEN = {"mlp": (256, 256)}
 
 
-def mnist_model(arch: str, *, epochs: int = 5, seed: int = 0, verbose: bool = True):
-    """A trained MNIST classifier: ``(logits_fn, info)``, cached on disk.
+def mnist_model(arch: str, *, epochs: int = 5, seed: int = 0, verbose: bool = True, with_params: bool = False):
+    """A trained MNIST classifier: ``(logits_fn, info)`` (``(logits_fn, info,
+    params)`` with ``with_params``), cached on disk.
 
     ``arch`` is 'mlp' (784-256-256-10, ReLU) or 'cnn' (paper 000, Appendix
     C.1). Standard training with Adam (lr 1e-3, batch 128) for ``epochs``
@@ -311,7 +312,30 @@ def mnist_model(arch: str, *, epochs: int = 5, seed: int = 0, verbose: bool = Tr
     if verbose:
         print(f"model {tag}: test accuracy {info['test_accuracy']:.3f}"
               f"{' (cached)' if info['cached'] else ''}", flush=True)
-    return logits_fn, info
+    return (logits_fn, info, params) if with_params else (logits_fn, info)
+
+
+def flax_conv_cnn(params):
+    """The trained 2-conv CNN of :func:`mnist_model` as a plain flax model
+    with ``nn.Conv`` layers (``lax.conv``), as a user would write it: the
+    same parameters, the same function (up to float rounding)."""
+    import flax.linen as nn
+
+    class FlaxCNN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = x.reshape((x.shape[0], 28, 28, 1))
+            x = nn.relu(nn.Conv(16, (4, 4), strides=2, padding="SAME")(x))
+            x = nn.relu(nn.Conv(32, (4, 4), strides=2, padding="SAME")(x))
+            x = x.reshape((x.shape[0], -1))
+            x = nn.relu(nn.Dense(100)(x))
+            return nn.Dense(10)(x)
+
+    p = params["params"] if "params" in params else params
+    names = {"Conv2d_0": "Conv_0", "Conv2d_1": "Conv_1", "Dense_0": "Dense_0", "Dense_1": "Dense_1"}
+    fp = {"params": {names[k]: v for k, v in p.items()}}
+    model = FlaxCNN()
+    return lambda x: model.apply(fp, x)
 
 
 def mnist_points(logits_fn: Callable, n: int, *, correct_only: bool = True):

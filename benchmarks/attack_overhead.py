@@ -13,13 +13,16 @@ attack evaluates, its nominal step count. The last iterate of every PGD lane
 and of every CW constant is evaluated with a forward pass only (the update its
 gradient would give is never evaluated, so the results are those of ``G`` full
 steps): the attacks run ``G - rounds`` gradients plus ``rounds`` forward passes
-(``rounds`` = 11 for ``minimal_distance``, 10 for CW, about 5% of ``G``), and
+(``rounds`` = 8 x 4 lanes for the default ``minimal_distance``, 10 for CW,
+5-15% of ``G``), and
 the reference runs ``G`` full gradients.
 
 ``G`` per attack:
 
-* ``attacks.minimal_distance``: ``(1 + search_steps) * candidates * restarts
-  * steps``; on top come ``refine_steps + 4`` forward passes with the default
+* ``attacks.minimal_distance`` with its default schedule for the model (for
+  ten classes, l_inf and l_2: 8 rounds of 4 targeted lanes of 7 steps, G =
+  224; ``--search-steps/--steps/--restarts`` override it): ``(1 +
+  search_steps) * candidates * restarts * steps``; on top come ``refine_steps + 4`` forward passes with the default
   regula-falsi radius search, ``(1 + search_steps) * refine_steps + 3`` with
   ``radius="bisect"`` (a ray search every round; the ``bisect`` rows);
 * ``attacks.carlini_wagner_l2`` with ``abort_early=False``:
@@ -37,11 +40,19 @@ median process CPU times (all threads): on a loaded machine the wall time of a
 call mostly measures its share of the CPU, the CPU time the work done.
 
 CW is timed with ``binary_search_steps=10`` (000 Appendix C.2) and 22 steps
-per constant, so that ``G = 220`` equals ``minimal_distance``'s default; the
+per constant, so that ``G = 220`` is about ``minimal_distance``'s default; the
 overhead per step does not depend on the number of steps. The abort-early
 count uses 10 x 100 steps (``--cw-count-steps``).
 
-    python benchmarks/attack_overhead.py            # MLP n=256, CNN n=64
+The ``flax-cnn`` rows run the same trained CNN written as a user would, with
+flax's ``nn.Conv`` (``lax.conv``). XLA:CPU runs ``lax.conv`` inside a loop far
+slower than outside one, so for it the floor also includes the ``G``
+gradients as ``G`` separate jitted calls (``[separate calls]``; ``--separate``
+adds them for the other models) and the faster reference is the floor; the
+attacks evaluate such a model with its convolutions as patch matrices
+(``attacks.xla.loop_model``).
+
+    python benchmarks/attack_overhead.py            # MLP n=256, CNN and flax CNN n=64
     python benchmarks/attack_overhead.py --cnn-n 256 # the CNN at full size (slow on CPU)
     python benchmarks/attack_overhead.py --quick
 """
@@ -81,6 +92,24 @@ def reference(logits_fn, G: int, compiler_options=None):
     return jax.jit(run)
 
 
+def reference_separate(logits_fn, G: int):
+    """``(x, y) -> x_G``: the same ``G`` value_and_grad calls as :func:`reference`,
+    each one jitted call from Python (no loop inside XLA)."""
+
+    @jax.jit
+    def step(z, y):
+        v, g = jax.value_and_grad(lambda q: C.margin_sum(logits_fn(q), y))(z)
+        return z + 1e-6 * g, v
+
+    def run(x, y):
+        z = x
+        for _ in range(G):
+            z, _ = step(z, y)
+        return z
+
+    return run
+
+
 def count_cw_evaluations(logits_fn, x, y, *, bss: int, steps: int, refine_steps: int = 4) -> dict:
     """Batched gradient evaluations CW really runs with ``abort_early=True``.
 
@@ -112,15 +141,24 @@ def count_cw_evaluations(logits_fn, x, y, *, bss: int, steps: int, refine_steps:
 
 
 def bench_model(arch: str, n: int, args, key) -> dict:
-    logits_fn, info = C.mnist_model(arch)
+    if arch == "flax-cnn":      # the same trained CNN, written with flax's nn.Conv (lax.conv)
+        _, info, params = C.mnist_model("cnn", with_params=True)
+        logits_fn = C.flax_conv_cnn(params)
+        info = {**info, "arch": "flax-cnn", "note": "the 'cnn' parameters in a flax nn.Conv model"}
+    else:
+        logits_fn, info = C.mnist_model(arch)
     x, y = C.mnist_points(logits_fn, n)
-    s, st = args.search_steps, args.steps
-    G_min = (1 + s) * 1 * 1 * st
+    s, st, r = args.search_steps, args.steps, args.restarts
+    K = int(jax.eval_shape(logits_fn, x[:1]).shape[-1])
+    # The default schedule of minimal_distance for this model (the targeted
+    # one for l_inf and l_2 on ten classes), unless given on the command line.
+    cfg = attacks.minimal.search_config("linf", K, search_steps=s, steps=st, restarts=r)
+    G_min = (1 + cfg.search_steps) * cfg.candidates * cfg.restarts * cfg.engine.steps
     G_cw = args.cw_bss * args.cw_steps
 
     def md(norm, radius):
         return lambda: attacks.minimal_distance(
-            logits_fn, x, y, norm=norm, key=key, search_steps=s, steps=st, radius=radius)
+            logits_fn, x, y, norm=norm, key=key, search_steps=s, steps=st, restarts=r, radius=radius)
 
     cw = lambda: attacks.carlini_wagner_l2(  # noqa: E731
         logits_fn, x, y, key=key, binary_search_steps=args.cw_bss, steps=args.cw_steps,
@@ -130,6 +168,12 @@ def bench_model(arch: str, n: int, args, key) -> dict:
     opts = attacks.xla.compiler_options()
     variants = {"": None} if opts is None else {"": None, " [attack options]": opts}
     refs = {(G, tag): reference(logits_fn, G, o) for G in sorted({G_min, G_cw}) for tag, o in variants.items()}
+    if args.separate or arch == "flax-cnn":
+        # the floor of a model whose gradient runs slower inside an XLA loop
+        # than in separate calls (lax.conv on XLA:CPU): G jitted calls
+        variants = {**variants, " [separate calls]": None}
+        for G in sorted({G_min, G_cw}):
+            refs[(G, " [separate calls]")] = reference_separate(logits_fn, G)
     fns = {
         "minimal linf": md("linf", None),
         "minimal linf bisect": md("linf", "bisect"),
@@ -171,11 +215,15 @@ def bench_model(arch: str, n: int, args, key) -> dict:
 def main(argv=None):
     p = C.parser("attack_overhead", __doc__, n=256)
     p.add_argument("--cnn-n", type=int, default=None, help="points for the CNN (default 64, to keep the run short)")
-    p.add_argument("--models", default="mlp,cnn", help="comma list of mlp, cnn")
+    p.add_argument("--models", default="mlp,cnn,flax-cnn",
+                   help="comma list of mlp, cnn, flax-cnn (the cnn written with flax nn.Conv)")
+    p.add_argument("--separate", action="store_true",
+                   help="also time the G gradients as separate jitted calls for mlp and cnn (always for flax-cnn)")
     p.add_argument("--repeats", type=int, default=9,
                    help="interleaved timing rounds (a call varies by +-5%% from round to round on a 2-core VM)")
-    p.add_argument("--search-steps", type=int, default=10)
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--search-steps", type=int, default=None, help="default: minimal_distance's")
+    p.add_argument("--steps", type=int, default=None, help="default: minimal_distance's")
+    p.add_argument("--restarts", type=int, default=None, help="default: minimal_distance's")
     p.add_argument("--cw-bss", type=int, default=10, help="CW binary_search_steps (000 App. C.2: 10)")
     p.add_argument("--cw-steps", type=int, default=22,
                    help="CW Adam steps per constant in the timed runs (10 x 22 = 220 = G of minimal_distance)")
@@ -186,13 +234,14 @@ def main(argv=None):
         n = args.n or 32
         cnn_n = args.cnn_n or 8
         args.search_steps, args.steps, args.cw_bss, args.cw_steps, args.cw_count_steps = 3, 10, 2, 20, 20
+        args.restarts = args.restarts or 1
         args.repeats = min(args.repeats, 2)
     else:
         n = args.n or 256
         cnn_n = args.cnn_n or 64
     key = jax.random.PRNGKey(args.seed)
     out = {"benchmark": "attack_overhead", "target_ratio": TARGET, "machine": C.machine_info(),
-           "config": {"search_steps": args.search_steps, "steps": args.steps,
+           "config": {"search_steps": args.search_steps, "steps": args.steps, "restarts": args.restarts,
                       "cw_binary_search_steps": args.cw_bss, "cw_steps": args.cw_steps,
                       "cw_count_steps": args.cw_count_steps,
                       "repeats": args.repeats, "quick": args.quick}, "models": {}}

@@ -9,9 +9,12 @@ Six ways to spend the same number ``G`` of gradient evaluations per point on
   method; it still keeps the engine's warm start from the best adversarial
   and uses the norm of the adversarial found (not the radius tried) as the
   upper end of the bracket;
-* ``default``: the library's defaults: APGD steps, warm starts, one lane per
+* ``default``: the library's defaults, scaled to the budget
+  (``attacks.minimal.budget_schedule``): APGD steps, warm starts, one lane per
   round for l_inf and l_2 and two lanes of half the steps for l_1
-  (``DEFAULT_SCHEDULE``); the next radius by regula falsi on the lanes' best
+  (``DEFAULT_SCHEDULE``) on models of two classes; on the 10-class models
+  four lanes aimed at the four most likely other classes with the targeted
+  DLR loss, in 8 rounds, for l_inf and l_2 (``TARGETED_SCHEDULE``); the next radius by regula falsi on the lanes' best
   margins with one final ray search (l_inf, l_2), or by bisection with a ray
   search of 4 forward passes every round (l_1) (``DEFAULT_RADIUS``);
 * ``radius=bisect`` / ``radius=falsi``: the default with the other radius
@@ -64,7 +67,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import attacks  # noqa: E402
-from attacks.minimal import DEFAULT_RADIUS, DEFAULT_SCHEDULE  # noqa: E402
+from attacks.minimal import DEFAULT_RADIUS, DEFAULT_SCHEDULE, budget_schedule  # noqa: E402
 from rcurves.datasets import parabola_distance, parabola_logits_fn  # noqa: E402
 
 DUAL = {"linf": 1.0, "l2": 2.0, "l1": np.inf}
@@ -74,7 +77,7 @@ DUAL = {"linf": 1.0, "l2": 2.0, "l1": np.inf}
 # methods at an equal budget
 
 
-def methods(search_steps: int, steps: int, norm: str = "linf"):
+def methods(search_steps: int, steps: int, norm: str = "linf", n_classes: int = 2):
     """``{name: kwargs of minimal_distance}`` for ``norm``, all within ``(1 + search_steps) * steps`` gradients."""
     lanes = DEFAULT_SCHEDULE[norm][0]
     other = "bisect" if DEFAULT_RADIUS[norm] == "falsi" else "falsi"
@@ -83,15 +86,16 @@ def methods(search_steps: int, steps: int, norm: str = "linf"):
     return {
         "fixed-step": dict(search_steps=search_steps, steps=steps, step_size=0.1, restarts=1, refine_steps=0,
                            radius="bisect", track="norm"),
-        # the library's per-norm default (attacks.minimal.DEFAULT_SCHEDULE): one lane of
-        # ``steps`` for l_inf / l_2, two lanes of ``steps // 2`` for l_1
-        "default": dict(search_steps=search_steps, steps=max(1, steps // lanes), restarts=lanes),
+        # the library's default (attacks.minimal): for fewer than four classes one lane of
+        # ``steps`` for l_inf / l_2, two lanes of ``steps // 2`` for l_1; for more, l_inf / l_2
+        # four targeted lanes (TARGETED_SCHEDULE), its steps scaled to the same budget
+        "default": budget_schedule(norm, G, n_classes),
         # the other radius search (attacks.minimal.DEFAULT_RADIUS): bisection with a
         # ray search every round where the default is regula falsi, and vice versa
         f"radius={other}": dict(search_steps=search_steps, steps=max(1, steps // lanes), restarts=lanes,
                                 radius=other),
-        "one lane": dict(search_steps=search_steps, steps=steps, restarts=1),
-        "restarts=2": dict(search_steps=search_steps, steps=max(1, steps // 2), restarts=2),
+        "one lane": dict(search_steps=search_steps, steps=steps, restarts=1, loss="margin"),
+        "restarts=2": dict(search_steps=search_steps, steps=max(1, steps // 2), restarts=2, loss="margin"),
         "candidates=3": dict(search_steps=rounds_c - 1, steps=max(1, G // (3 * rounds_c)), candidates=3,
                              restarts=1),
     }
@@ -209,7 +213,8 @@ def run_exact(args, key, norms_filter):
                 continue
             ex = exact_fn(norm)
             eps_max = float(2.0 * ex[ok].max())
-            for mname, kw in methods(args.search_steps, args.steps, norm).items():
+            K = int(jax.eval_shape(logits_fn, xj[:1]).shape[-1])
+            for mname, kw in methods(args.search_steps, args.steps, norm, K).items():
                 t0 = time.perf_counter()
                 res = attacks.minimal_distance(logits_fn, xj, yj, norm=norm, key=key, eps_max=eps_max,
                                                bounds=None, **kw)
@@ -230,7 +235,7 @@ def run_mnist(args, key):
     rows, per_point = [], {}
     for norm in ("linf", "l2"):
         dists = {}
-        ms = methods(args.search_steps, args.steps, norm)
+        ms = methods(args.search_steps, args.steps, norm, 10)
         for mname, kw in ms.items():
             t0 = time.perf_counter()
             res = attacks.minimal_distance(logits_fn, x, y, norm=norm, key=key, **kw)
