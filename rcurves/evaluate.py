@@ -18,8 +18,8 @@ Carlini-Wagner, keeping per point the smaller *verified* distance
 where the point is misclassified. With ``out_dir`` the runs are chunked and
 written atomically under ``out_dir/runs/<model>__<norm>``, so an interrupted
 evaluation resumes and a repeated one reuses its results (the manifest holds
-the model's identity, the attack settings and the data's fingerprint; any
-change recomputes).
+the model's identity, the attack settings, a fingerprint of the ``attacks``
+package's code and the data's fingerprint; any change recomputes).
 
 :class:`Evaluation` holds the distances and turns them into the robust-error
 table of paper 000 Table 1 with ranks, the exact curve intersections
@@ -28,6 +28,8 @@ table of paper 000 Table 1 with ranks, the exact curve intersections
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import os
 import tempfile
 import time
@@ -156,6 +158,23 @@ class Evaluation:
                    doc.get("settings", {}), doc.get("seconds", 0.0))
 
 
+@functools.lru_cache(maxsize=1)
+def attacks_fingerprint() -> str:
+    """sha256 (16 hex digits) of the ``attacks`` package's source: part of every run's
+    manifest, so that saved distances are never reused after the attacks' code (and
+    with it possibly their defaults) changed."""
+    import attacks
+
+    h = hashlib.sha256()
+    root = os.path.dirname(os.path.abspath(attacks.__file__))
+    for name in sorted(os.listdir(root)):
+        if name.endswith(".py"):
+            h.update(name.encode())
+            with open(os.path.join(root, name), "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
+
+
 def _safe_name(label: str) -> str:
     keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
     return keep or "model"
@@ -218,7 +237,7 @@ def compute_distances(
         for norm in norms:
             cfg = attack.distance_config(norm, bounds, (eps_max or {}).get(norm))
             run_dir = os.path.join(out_dir, "runs", f"{_safe_name(label)}__{norm}")
-            config = {"model": m.identity, "distance": cfg.to_dict()}
+            config = {"model": m.identity, "distance": cfg.to_dict(), "attacks_code": attacks_fingerprint()}
             out[label][norm] = run_chunked(
                 make_distance_fn(m.logits_fn, cfg), data.x, data.y,
                 key=jax.random.PRNGKey(seed), out_dir=run_dir, config=config,
