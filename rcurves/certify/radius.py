@@ -123,12 +123,18 @@ _radius_jit = jax.jit(_radius_program, static_argnames=("cfg",))
 def chunk_size(net: Network, n: int, method: str) -> int:
     """Points per vmapped chunk so that one chunk's largest back-substitution
     (rows times widths, a few temporaries) fits in :data:`CHUNK_BYTES`."""
-    sizes = [math.prod(s) for s in net.shapes]
+    from rcurves.certify import local
+
+    sizes = [math.prod(s) for s in net.shapes]   # input, h_1, ..., logits
     floats = 4 * sizes[0]
-    for k in range(2, len(sizes)):  # hidden layer k-1's rows, pulled back to the input
-        rows = 2 * sizes[k - 1] if k < len(sizes) - 1 else sizes[-1]
-        floats = max(floats, rows * max(sizes[: k - 1]) * 3)
-    floats = max(floats, sizes[-1] * max(sizes[:-1]) * 3)
+    for k in range(2, len(sizes) - 1):           # hidden layer k: 2 m_k rows over every earlier layer
+        if k == 2 and local.applies(net):        # receptive fields instead (certify.local)
+            conv1, conv2 = net.blocks[0][-1], net.blocks[1][0]
+            rows = 2 * sizes[2] * conv2.kernel.shape[0] * conv2.kernel.shape[1] * conv1.kernel.shape[-1]
+            floats = max(floats, 3 * rows)
+            continue
+        floats = max(floats, 3 * 2 * sizes[k] * max(sizes[:k]))
+    floats = max(floats, 3 * sizes[-1] * max(sizes[:-1]))
     if method == "alpha-crown":
         floats *= 4
     return int(max(1, min(n, 256, CHUNK_BYTES // (4 * floats))))
