@@ -80,6 +80,7 @@ class Search:
     loss: Optional[str] = None
     warm: Optional[str] = None
     radius: Optional[str] = None
+    polish_steps: Optional[int] = None
     refine_steps: int = 4
     name: str = "search"
     norms: Tuple[str, ...] = ("linf", "l2", "l1")
@@ -90,11 +91,11 @@ class Search:
             loss = "margin-t"       # DLR-T needs four logits; the targeted margin is its unscaled form
         return search_config(norm, n_classes, search_steps=self.search_steps, steps=self.steps,
                              restarts=self.restarts, refine_steps=self.refine_steps, loss=loss, warm=self.warm,
-                             radius=self.radius)
+                             radius=self.radius, polish_steps=self.polish_steps)
 
     def gradients_for(self, norm: str, n_classes: int) -> int:
         cfg = self.config(norm, n_classes)
-        return (1 + cfg.search_steps) * cfg.restarts * cfg.engine.steps
+        return (1 + cfg.search_steps) * cfg.restarts * cfg.engine.steps + cfg.polish_steps
 
     def run(self, logits_fn, x, y, keys, norm, bounds, eps_max, n_classes, best=None) -> MinimalResult:
         cfg = self.config(norm, n_classes)
@@ -110,7 +111,7 @@ def APGDT(search_steps: int = 6, steps: int = 10, targets: int = 3, name: str = 
     classes other than the label at the clean point), every lane warm-started
     from the best adversarial so far. Models with fewer than four classes get
     the targeted logit margin instead."""
-    return Search(search_steps=search_steps, steps=steps, restarts=targets, loss="dlr-t", name=name)
+    return Search(search_steps=search_steps, steps=steps, restarts=targets, loss="dlr-t", polish_steps=0, name=name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,14 +191,15 @@ def default_attacks(norm: str, gradients: int = 1000, n_classes: int = 10) -> Tu
     budget of about ``gradients`` gradient evaluations per point on a model
     of ``n_classes`` classes:
 
-    1. the default radius search (``minimal_distance``'s schedule, its steps
-       scaled to 45% of the budget);
+    1. the default radius search (``minimal_distance``'s schedule with its
+       FMN polish, scaled to 45% of the budget);
     2. APGD-T below its results (27%): 6 rounds, one lane per other class
        (up to ``n_classes - 1`` targets, fewer when the share is small);
     3. FMN refining the best point with the rest.
 
-    Below 600 gradients the search gets 70% and FMN the rest (no APGD-T):
-    split three ways, each member's steps become too few to converge.
+    Below 600 gradients, only the first, with the whole budget
+    (``minimal_distance``'s default schedule scaled to it): split three ways,
+    each member's steps become too few to converge.
 
     Chosen on the MNIST and digits MLPs, ST and AT, at 1,000 gradients per
     point against FMN alone after the search, a random-restart search, DDN
@@ -208,13 +210,14 @@ def default_attacks(norm: str, gradients: int = 1000, n_classes: int = 10) -> Tu
     """
     norm = checks.check_norm(norm)
     g = max(checks.check_positive_int(gradients, "gradients"), 20)
-    small = g < 600
-    first = Search(**budget_schedule(norm, int((0.7 if small else 0.45) * g), n_classes))
+    if g < 600:
+        return (Search(**budget_schedule(norm, g, n_classes)),)
+    first = Search(**budget_schedule(norm, int(0.45 * g), n_classes))
     members = [first]
     share = int(0.27 * g)
     rounds = 6
     targets = min(n_classes - 1, share // (2 * rounds))
-    if targets >= 1 and not small:
+    if targets >= 1:
         members.append(APGDT(search_steps=rounds - 1, steps=max(2, int(round(share / (rounds * targets)))),
                              targets=targets))
     used = sum(m.gradients_for(norm, n_classes) for m in members)

@@ -252,9 +252,9 @@ def test_unknown_search_options_are_rejected(linear_case, arg, value):
 
 def test_targeted_defaults_and_dlr_losses():
     """l_inf / l_2 defaults on a model of at least four classes: four lanes,
-    one per target class, with Croce & Hein's targeted DLR loss (eq. 7); fewer
-    classes keep one untargeted lane; DLR-T on fewer than four logits is an
-    error naming the loss."""
+    one per target class, with Croce & Hein's targeted DLR loss (eq. 7), and
+    an FMN polish; fewer classes keep one untargeted lane and no polish; DLR-T
+    on fewer than four logits is an error naming the loss."""
     from attacks.losses import dlr, dlr_targeted
     from attacks.minimal import search_config
     z = jax.numpy.asarray([3.0, -1.0, 2.0, 0.5, 1.0])
@@ -263,10 +263,11 @@ def test_targeted_defaults_and_dlr_losses():
     assert float(dlr_targeted(z, 0, 3)) == pytest.approx(-(3.0 - 0.5) / (s[0] - (s[2] + s[3]) / 2))
     for norm in ("linf", "l2"):
         cfg = search_config(norm, 10)
-        assert (cfg.restarts, cfg.engine.steps, cfg.search_steps, cfg.engine.loss) == (4, 7, 7, "dlr-t")
-        assert cfg.warm_lanes == 4
+        assert (cfg.restarts, cfg.engine.steps, cfg.search_steps, cfg.engine.loss) == (4, 5, 7, "dlr-t")
+        assert (cfg.warm_lanes, cfg.polish_steps) == (4, 64)
         cfg2 = search_config(norm, 2)
         assert (cfg2.restarts, cfg2.engine.steps, cfg2.search_steps, cfg2.engine.loss) == (1, 20, 10, "margin")
+        assert cfg2.polish_steps == 0
     assert search_config("l1", 10).engine.loss == "margin"
     w, b, x, y = linear_data(n=4)
     with pytest.raises(ValueError, match="loss"):
