@@ -142,7 +142,8 @@ def test_cnn_second_layer_bounds_equal_a_dense_numpy_crown_and_contain_logits():
     def run(net, x):
         prep = cb.prepare(net, bc)
         assert prep.local  # the receptive-field path of certify.local
-        return cb.hidden_bounds(prep, x, eps, bc)[0], cb.spec_bound(prep, x, eps, C, bc).lb
+        hidden, spec = cb.bounds_and_spec(prep, x, eps, C, bc)
+        return hidden, spec.lb
 
     hidden, lb = run(net, x)
     # reference: CROWN for layer 2 written densely in numpy from layer 1's bounds (Zhang et al. 2018)

@@ -303,29 +303,36 @@ def _crown_spec(prep, x, eps, C, cfg, alphas=None) -> SpecBound:
 
 def spec_bound(prep: Prepared, x: jax.Array, eps, C: jax.Array, cfg: BoundConfig) -> SpecBound:
     """Lower bounds of ``C z`` (``C (R, K)``) over the input set of ``(x, eps)``."""
+    return bounds_and_spec(prep, x, eps, C, cfg)[1]
+
+
+def bounds_and_spec(prep: Prepared, x: jax.Array, eps, C: jax.Array, cfg: BoundConfig):
+    """``(hidden bounds, spec bound)``, both from one pass of ``cfg.method``
+    (for alpha-CROWN the hidden bounds are CROWN's)."""
     n_hidden = len(prep.net.blocks) - 1
+    if cfg.method == "alpha-crown" and n_hidden:
+        bounds, _ = hidden_bounds(prep, x, eps, dataclasses.replace(cfg, method="crown"))
+        return bounds, _alpha_spec(prep, x, eps, C, cfg, bounds)
+    bounds, relaxes = hidden_bounds(prep, x, eps, cfg)
+    lam, b = _spec_start(prep, C)
     if cfg.method == "ibp" and n_hidden:
-        bounds, _ = hidden_bounds(prep, x, eps, cfg)
-        lam, b = _spec_start(prep, C)
         l, u = bounds[-1]
         la, ua = jnp.maximum(l, 0.0).reshape(-1), jnp.maximum(u, 0.0).reshape(-1)
         lf = _rows(lam)
         lb = jnp.sum(jnp.maximum(lf, 0.0) * la + jnp.minimum(lf, 0.0) * ua, axis=1) + b
-        return SpecBound(lb, lb, jnp.full_like(lb, jnp.inf))
-    if cfg.method == "alpha-crown" and n_hidden:
-        return _alpha_spec(prep, x, eps, C, cfg)
-    return _crown_spec(prep, x, eps, C, cfg)
+        return bounds, SpecBound(lb, lb, jnp.full_like(lb, jnp.inf))
+    lam, b = backsub(prep, relaxes, lam, b, len(relaxes))
+    return bounds, SpecBound(*concretize(lam, b, x, eps, cfg))
 
 
-def _alpha_spec(prep, x, eps, C, cfg) -> SpecBound:
+def _alpha_spec(prep, x, eps, C, cfg, bounds) -> SpecBound:
     """alpha-CROWN (Xu et al. 2021): the lower slopes of every unstable ReLU, one
     per row of each back-substitution (each hidden layer's bounds and each spec
     row have their own), optimised by Adam to raise the violated spec bounds,
     projected to [0, 1]; they start at CROWN's adaptive choice, so the first
     iterate is CROWN, and the best bound of each row over the iterates is kept
     (every iterate's is sound)."""
-    bounds, _ = hidden_bounds(prep, x, eps, dataclasses.replace(cfg, method="crown"))
-    base = [(u > -l).astype(jnp.float32) for l, u in bounds]
+    base = [(u > -l).astype(jnp.float32) for l, u in bounds]  # CROWN's slopes at CROWN's bounds
     shapes = prep.net.shapes
     per_node = []
     for k in range(2, len(bounds) + 1):
@@ -395,6 +402,6 @@ def certify_point(prep: Prepared, x: jax.Array, y: jax.Array, eps, cfg: BoundCon
 
 __all__ = [
     "BoundConfig", "DUAL", "METHODS", "Prepared", "Relax", "SpecBound", "affine_radius",
-    "backsub", "certify_point", "concretize", "hidden_bounds", "margin_spec", "prepare",
+    "backsub", "bounds_and_spec", "certify_point", "concretize", "hidden_bounds", "margin_spec", "prepare",
     "relax", "spec_bound",
 ]

@@ -63,7 +63,7 @@ import scipy.sparse as sp
 from attacks import checks
 from attacks.losses import confidently_adversarial
 from rcurves.certify import highs
-from rcurves.certify.bounds import BoundConfig, hidden_bounds, margin_spec, prepare, spec_bound
+from rcurves.certify.bounds import BoundConfig, bounds_and_spec, margin_spec, prepare
 from rcurves.certify.checks import check_net, check_points, check_upper, diameter
 from rcurves.certify.layers import Network, block_jacobian
 from rcurves.certify.radius import chunk_size
@@ -113,9 +113,8 @@ def _region_program(net, x, y, eps, *, cfg: BoundConfig, batch: int):
 
     def one(a):
         xi, yi, ei = a
-        hb, _ = hidden_bounds(prep, xi, ei, cfg)
-        lb = spec_bound(prep, xi, ei, margin_spec(yi, k), cfg).lb
-        return [(l.reshape(-1), u.reshape(-1)) for l, u in hb], lb
+        hb, sb = bounds_and_spec(prep, xi, ei, margin_spec(yi, k), cfg)
+        return [(l.reshape(-1), u.reshape(-1)) for l, u in hb], sb.lb
 
     return jax.lax.map(one, (x, y, eps), batch_size=batch)
 
