@@ -301,6 +301,21 @@ def test_radius_bracket_misclassified_and_no_recompilation():
     assert np.all(np.isinf(np.asarray(r)))
 
 
+def test_highs_bindings_and_scipy_fallback_agree(monkeypatch):
+    # min -x0 - 2 x1 s.t. x0 + x1 <= 3.5, x0 - x1 <= 1, x integer in [0, 3]: optimum -6 at (0, 3)
+    from scipy.sparse import csr_matrix
+    from rcurves.certify import highs
+
+    args = ([-1.0, -2.0], csr_matrix(np.array([[1.0, 1.0], [1.0, -1.0]])), [-np.inf, -np.inf], [3.5, 1.0],
+            [0.0, 0.0], [3.0, 3.0], [1, 1])
+    warm = highs.solve(*args, time_limit=5.0, start=np.array([0.0, 3.0]))
+    monkeypatch.setattr(highs, "_HIGHS", None)
+    fallback = highs.solve(*args, time_limit=5.0)
+    for sol in (warm, fallback):
+        assert sol.status == "optimal" and sol.value == pytest.approx(-6.0) and sol.dual == pytest.approx(-6.0)
+        assert -sol.x[0] - 2 * sol.x[1] == pytest.approx(-6.0)
+
+
 # --------------------------------------------------------------------------- the band
 
 

@@ -43,7 +43,7 @@ class Solution(NamedTuple):
 def solve(c, a: sp.spmatrix, row_lo, row_hi, lb, ub, integrality, *, time_limit: float,
           rel_gap: float = 1e-6, start: Optional[np.ndarray] = None) -> Solution:
     """``min c.x`` s.t. ``row_lo <= A x <= row_hi``, ``lb <= x <= ub``, integer where ``integrality``."""
-    if _HIGHS is None:  # pragma: no cover
+    if _HIGHS is None:
         return _solve_scipy(c, a, row_lo, row_hi, lb, ub, integrality, time_limit, rel_gap)
     a = sp.csc_matrix(a)
     n, m = a.shape[1], a.shape[0]
@@ -90,7 +90,7 @@ def solve(c, a: sp.spmatrix, row_lo, row_hi, lb, ub, integrality, *, time_limit:
     return Solution(status, dual, value if has_point else math.inf, x)
 
 
-def _solve_scipy(c, a, row_lo, row_hi, lb, ub, integrality, time_limit, rel_gap):  # pragma: no cover
+def _solve_scipy(c, a, row_lo, row_hi, lb, ub, integrality, time_limit, rel_gap):
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     with warnings.catch_warnings():
