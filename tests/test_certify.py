@@ -1,6 +1,4 @@
 """rcurves.certify: certified radius <= exact distance <= attack distance, against independent checks."""
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np

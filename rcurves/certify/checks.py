@@ -5,7 +5,6 @@ import math
 from typing import Any, Optional, Tuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from attacks import checks

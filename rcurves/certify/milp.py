@@ -391,7 +391,6 @@ def exact_search(
     lower = np.asarray(certified_radius(net, x, y, norm=norm, bounds=bounds,
                                         upper=np.where(np.isfinite(cap), cap, np.inf).astype(np.float32)),
                        np.float64)
-    crown = lower.copy()
     cfg = BoundConfig(norm=norm, method="crown", domain=bounds)
     batch = chunk_size(net, n, "crown")
     status = np.where(clean_wrong, "misclassified", "crown").astype(object)
