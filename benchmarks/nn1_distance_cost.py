@@ -22,7 +22,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     n = args.n or (2 if args.quick else 5)
     from rcurves.datasets import digits, mnist
-    from rcurves.nearest import nn1_distance
+    from rcurves.nearest import nn1_distance_result
 
     rows = []
     for name, load in (("digits", digits), ("mnist", mnist)):
@@ -34,9 +34,9 @@ def main(argv=None):
             if name == "mnist" and p != "linf" and args.quick:
                 continue
             res = {}
-            fns = {"pruned": lambda: res.__setitem__("pruned", nn1_distance(xt, yt, xq, yq, p=p))}
+            fns = {"pruned": lambda: res.__setitem__("pruned", nn1_distance_result(xt, yt, xq, yq, p=p))}
             if name == "digits" and p == "linf":
-                fns["unpruned"] = lambda: res.__setitem__("unpruned", nn1_distance(xt, yt, xq, yq, p=p,
+                fns["unpruned"] = lambda: res.__setitem__("unpruned", nn1_distance_result(xt, yt, xq, yq, p=p,
                                                                                      pruning=False))
             t = time_interleaved(fns, repeats=1)
             r = res["pruned"]

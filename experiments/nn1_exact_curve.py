@@ -40,7 +40,7 @@ def main(argv=None):
     import attacks
     from rcurves.curves import robust_accuracy
     from rcurves.datasets import load_dataset
-    from rcurves.nearest import nn1_distance, nn1_predict
+    from rcurves.nearest import nn1_distance_result, nn1_predict
 
     args = parse_args(__doc__, "nn1_exact_curve", argv)
     xq, yq = load_dataset("digits", "test")
@@ -51,7 +51,7 @@ def main(argv=None):
     exact, cost = {}, {}
     norms = ("linf",) if args.quick else ("linf", "l1", "l2")
     for p in norms:
-        r = nn1_distance(xt, yt, xq, yq, p=p, bounds=(0.0, 1.0))
+        r = nn1_distance_result(xt, yt, xq, yq, p=p, bounds=(0.0, 1.0))
         pred, tie = nn1_predict(xt, yt, r.x_adv, p="l2")
         ok = r.success & (pred != yq) & ~tie
         exact[p] = {"distance": r.distance, "adv_distance": r.adv_distance, "rechecked": int(ok.sum()),

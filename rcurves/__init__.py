@@ -60,6 +60,7 @@ from rcurves.training import train
 from rcurves import zoo
 from rcurves.nearest import NN1Distance
 from rcurves.nearest import nn1_distance
+from rcurves.nearest import nn1_distance_result
 from rcurves.nearest import nn1_neighbors
 from rcurves.nearest import nn1_predict
 from rcurves.nearest import tie_accuracy

@@ -415,7 +415,17 @@ def _strict_point(xt, yt, y, z, j):
 
 def nn1_distance(x_train: Any, y_train: Any, x: Any, y: Any, *, p: Any = "linf",
                  bounds: Optional[Tuple[float, float]] = (0.0, 1.0), neighbors: int = 8,
-                 pruning: bool = True) -> NN1Distance:
+                 pruning: bool = True) -> np.ndarray:
+    """``(n,)`` exact minimal adversarial distances of the Euclidean 1-NN classifier (DESIGN.md's
+    signature): ``nn1_distance_result(...).distance``; see :func:`nn1_distance_result` for the
+    attaining points, the strictly adversarial ``x_adv`` and the cost per point."""
+    return nn1_distance_result(x_train, y_train, x, y, p=p, bounds=bounds, neighbors=neighbors,
+                               pruning=pruning).distance
+
+
+def nn1_distance_result(x_train: Any, y_train: Any, x: Any, y: Any, *, p: Any = "linf",
+                        bounds: Optional[Tuple[float, float]] = (0.0, 1.0), neighbors: int = 8,
+                        pruning: bool = True) -> NN1Distance:
     """Exact minimal adversarial distance of the Euclidean 1-NN classifier, in l_p.
 
     The 1-NN (l_2 metric, the classifier of 002 Theorem 2) labels z with the

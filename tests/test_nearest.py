@@ -5,7 +5,7 @@ import scipy.stats
 from sklearn.neighbors import KNeighborsClassifier
 
 from rcurves.agreement import agreement_with_reference, mcnemar_exact
-from rcurves.nearest import nn1_distance, nn1_neighbors, nn1_predict, tie_accuracy
+from rcurves.nearest import nn1_distance, nn1_distance_result, nn1_neighbors, nn1_predict, tie_accuracy
 
 NORM = {"linf": lambda v: np.abs(v).max(-1), "l1": lambda v: np.abs(v).sum(-1),
         "l2": lambda v: np.sqrt((v * v).sum(-1))}
@@ -80,9 +80,10 @@ def test_nn1_distance_exact_attained_and_below_verified_adversarials(p, bounds):
     xt, yt, xq = _data(40, 12, 4, 3, 1)
     y, _ = nn1_predict(xt, yt, xq, p="l2")
     y[:2] = (y[:2] + 1) % 3                        # two misclassified points: distance 0
-    r = nn1_distance(xt, yt, xq, y, p=p, bounds=bounds)
-    full = nn1_distance(xt, yt, xq, y, p=p, bounds=bounds, pruning=False)
+    r = nn1_distance_result(xt, yt, xq, y, p=p, bounds=bounds)
+    full = nn1_distance_result(xt, yt, xq, y, p=p, bounds=bounds, pruning=False)
     np.testing.assert_allclose(r.distance, full.distance, rtol=1e-7, atol=1e-9)   # pruning is exact
+    np.testing.assert_array_equal(nn1_distance(xt, yt, xq, y, p=p, bounds=bounds), r.distance)
     assert np.all(r.distance[:2] == 0) and np.all(r.distance[2:] > 0)
     assert r.success.all()
     # attained by x_boundary, which ties a y-class point with the cell's point
@@ -113,7 +114,7 @@ def test_nn1_distance_equals_brute_force_in_2d(p):
     ~h farther than the exact distance and never closer."""
     xt, yt, xq = _data(25, 8, 2, 2, 3)
     y, tie = nn1_predict(xt, yt, xq, p="l2")
-    r = nn1_distance(xt, yt, xq, y, p=p, bounds=(0.0, 1.0))
+    r = nn1_distance_result(xt, yt, xq, y, p=p, bounds=(0.0, 1.0))
     h = 1.0 / 400
     g = np.linspace(0.0, 1.0, 401)
     grid = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
@@ -133,9 +134,9 @@ def test_nn1_bad_input():
     with pytest.raises(ValueError, match="x: expected inputs of shape"):
         nn1_predict(xt, yt, xq[:, :1], p="l2")
     with pytest.raises(ValueError, match="y"):
-        nn1_distance(xt, yt, xq, np.zeros(2, int), p="linf")
+        nn1_distance_result(xt, yt, xq, np.zeros(2, int), p="linf")
     with pytest.raises(ValueError, match="bounds"):
-        nn1_distance(xt, yt, xq + 2.0, np.zeros(3, int), p="linf")
+        nn1_distance_result(xt, yt, xq + 2.0, np.zeros(3, int), p="linf")
     with pytest.raises(ValueError, match="x_train"):
         nn1_predict(xt[:, :, None] * np.nan, yt, xq[:, :, None], p="l2")
 
