@@ -22,8 +22,14 @@ inside the box, distance recomputed on the returned example), and ``winner``
 says which member found it (the earliest, on a tie).
 
 Every member's budget is counted in gradient evaluations per point
-(``member.gradients_for(norm, n_classes)``); ``default_attacks(norm, gradients)`` splits a budget
-over the members chosen on trained networks (``benchmarks/attack_quality.py``).
+(``member.gradients_for(norm, n_classes)``); ``default_attacks(norm,
+gradients)`` splits a budget over the members chosen on trained networks
+(``benchmarks/attack_quality.py``).
+
+    res = attacks.ensemble(logits_fn, x, y, norm="linf", key=key)       # ~1,000 gradients per point
+    res.distance, res.winner                                              # (n,), (n,) member index
+    res = attacks.ensemble(logits_fn, x, y, norm="l2", key=key,
+                           attacks=(attacks.Search(), attacks.DDN(steps=200), attacks.CW()))
 """
 from __future__ import annotations
 
@@ -32,15 +38,14 @@ from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from attacks import checks
 from attacks.cw import CWConfig, _cw_jit, _cw_warm_jit
 from attacks.ddn import DDNConfig, _ddn_jit, _ddn_warm_jit
-from attacks.engine import EngineConfig
 from attacks.fmn import FMNConfig, _fmn_jit, _fmn_warm_jit
 from attacks.losses import MIN_CLASSES
-from attacks.minimal import SearchConfig, _minimal_below_jit, _minimal_jit, budget_schedule, check_eps_max, search_config
+from attacks.minimal import (SearchConfig, _minimal_below_jit, _minimal_jit, budget_schedule, check_eps_max,
+                             search_config)
 from attacks.result import MinimalResult
 
 
@@ -229,12 +234,9 @@ def default_attacks(norm: str, gradients: int = 1000, n_classes: int = 10) -> Tu
 # the ensemble
 
 
-def _member_keys(keys: jax.Array, i: int) -> jax.Array:
-    return _fold(keys, i)
-
-
 @jax.jit
-def _fold(keys, i):
+def _member_keys(keys: jax.Array, i) -> jax.Array:
+    """Member ``i``'s per-point keys: ``fold_in(key_point, i)``."""
     return jax.vmap(lambda k: jax.random.fold_in(k, i))(keys)
 
 
@@ -292,7 +294,7 @@ def ensemble(
         raise ValueError("attacks: expected at least one attack")
     for m in members:
         if not all(hasattr(m, a) for a in ("run", "norms", "gradients_for", "name")):
-            raise ValueError(f"attacks: expected members such as attacks.ensemble_members.Search, got {m!r}")
+            raise ValueError(f"attacks: expected members such as attacks.Search(), attacks.FMN(), got {m!r}")
         if norm not in m.norms:
             raise ValueError(f"attacks: {m.name} does not measure {norm} distances (only {', '.join(m.norms)})")
         if isinstance(m, Search):

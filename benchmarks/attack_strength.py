@@ -102,7 +102,7 @@ def methods(search_steps: int, steps: int, norm: str = "linf", n_classes: int = 
 
 
 def budget(kw) -> int:
-    return (1 + kw["search_steps"]) * kw.get("candidates", 1) * kw["restarts"] * kw["steps"]
+    return (1 + kw["search_steps"]) * kw.get("candidates", 1) * kw["restarts"] * kw["steps"] + kw.get("polish_steps", 0)
 
 
 # ---------------------------------------------------------------------------
