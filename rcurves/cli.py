@@ -364,8 +364,6 @@ def _certify_bands(ev, models, data, bounds, args) -> None:
             continue
         bands[label], doc["models"][label] = {}, {}
         for norm in ev.norms:
-            if norm == "l1" and args.certify == "ibp":
-                continue
             u = ev.distance(label, norm)
             b = certify.band_for_model(m.model, m.params, data.x, data.y, u, norm, method=args.certify, bounds=bounds)
             r = np.asarray(b.radius, np.float64)
