@@ -20,9 +20,9 @@ the reference runs ``G`` full gradients.
 ``G`` per attack:
 
 * ``attacks.minimal_distance`` with its default schedule for the model (for
-  ten classes, l_inf and l_2: 8 rounds of 4 targeted lanes of 7 steps, G =
-  224; ``--search-steps/--steps/--restarts`` override it): ``(1 +
-  search_steps) * candidates * restarts * steps``; on top come ``refine_steps + 4`` forward passes with the default
+  ten classes, l_inf and l_2: 8 rounds of 4 targeted lanes of 5 steps and 64
+  FMN steps, G = 224; ``--search-steps/--steps/--restarts`` override it):
+  ``(1 + search_steps) * candidates * restarts * steps + polish_steps``; on top come ``refine_steps + 4`` forward passes with the default
   regula-falsi radius search, ``(1 + search_steps) * refine_steps + 3`` with
   ``radius="bisect"`` (a ray search every round; the ``bisect`` rows);
 * ``attacks.carlini_wagner_l2`` with ``abort_early=False``:
@@ -153,7 +153,7 @@ def bench_model(arch: str, n: int, args, key) -> dict:
     # The default schedule of minimal_distance for this model (the targeted
     # one for l_inf and l_2 on ten classes), unless given on the command line.
     cfg = attacks.minimal.search_config("linf", K, search_steps=s, steps=st, restarts=r)
-    G_min = (1 + cfg.search_steps) * cfg.candidates * cfg.restarts * cfg.engine.steps
+    G_min = (1 + cfg.search_steps) * cfg.candidates * cfg.restarts * cfg.engine.steps + cfg.polish_steps
     G_cw = args.cw_bss * args.cw_steps
 
     def md(norm, radius):
