@@ -105,7 +105,7 @@ def _chunked(fn, n: int, size: int):
     return np.concatenate(outs)
 
 
-def broken_by_attack(logits_fn, x, y, eps: float, norm: str, b: Budget, seed: int) -> np.ndarray:
+def broken_by_attack(logits_fn, x, y, eps: float, norm: str, b: Budget, seed: int, bounds=BOUNDS) -> np.ndarray:
     """``(n,)`` bool: APGD (``attacks.pgd``, adaptive steps) at ``eps`` finds a misclassified point,
     with the logit-margin loss and, if ``b.ce``, also the cross-entropy loss (the two losses of
     paper 004's cheaper AutoAttack: APGD-CE and APGD with a margin loss, of which DLR is the scaled
@@ -121,7 +121,7 @@ def broken_by_attack(logits_fn, x, y, eps: float, norm: str, b: Budget, seed: in
     for loss in ("margin", "ce") if b.ce else ("margin",):
         def one(idx, loss=loss):
             xa = pgd(logits_fn, x[idx], y[idx], eps_v[idx], norm=norm, steps=b.attack_steps, key=keys[idx],
-                     bounds=BOUNDS, loss=loss)
+                     bounds=bounds, loss=loss)
             return jnp.argmax(logits_fn(xa), axis=-1) != y[idx]
         broken |= _chunked(one, x.shape[0], b.batch_points).astype(bool)
     return broken
@@ -131,14 +131,16 @@ def predictions(logits_fn, x, size: int = 500) -> np.ndarray:
     return np.concatenate([np.asarray(logits_fn(x[i:i + size])).argmax(-1) for i in range(0, x.shape[0], size)])
 
 
-def measure(model: Model, x, y, eps: float, norm: str, b: Budget, seed: int, *, vulnerable=None) -> dict:
+def measure(model: Model, x, y, eps: float, norm: str, b: Budget, seed: int, *, vulnerable=None,
+            bounds=BOUNDS) -> dict:
     """One row of paper 004's tables for one model, norm and radius.
 
     Natural accuracy on the ``n`` points; adversarial accuracy (correct and not broken by
     :func:`broken_by_attack`); residual sparsity (``rcurves.sparsity``) on the first
     ``b.n_sparsity`` vulnerable points, whose own plain attack (margin PGD, ``b.attack_steps``
     steps) decides again which of them it measures; the standard error over those points, the
-    standard deviation over directions per point, and the per-point values.
+    standard deviation over directions per point, and the per-point values. ``bounds=None``:
+    perturbations in all of R^d (the theory's setting), the domain ignored.
     """
     import jax
 
@@ -146,7 +148,7 @@ def measure(model: Model, x, y, eps: float, norm: str, b: Budget, seed: int, *, 
 
     correct = predictions(model.logits_fn, x) == y
     if vulnerable is None:
-        vulnerable = correct & broken_by_attack(model.logits_fn, x, y, eps, norm, b, seed)
+        vulnerable = correct & broken_by_attack(model.logits_fn, x, y, eps, norm, b, seed, bounds)
     idx = np.flatnonzero(vulnerable)[: b.n_sparsity]
     row = {"model": model.label, "name": model.name, "norm": norm, "eps": eps, "n": int(x.shape[0]),
            "natural_accuracy": float(correct.mean()), "adversarial_accuracy": float((correct & ~vulnerable).mean()),
@@ -158,7 +160,7 @@ def measure(model: Model, x, y, eps: float, norm: str, b: Budget, seed: int, *, 
         return row
     full = l2_sparsity_full if norm == "l2" else linf_sparsity_full
     res = full(model.logits_fn, x[idx], y[idx], eps, key=jax.random.PRNGKey(seed + 1), n_directions=b.directions,
-               search_steps=b.search_steps, steps=b.steps, bounds=BOUNDS, plain_steps=b.attack_steps,
+               search_steps=b.search_steps, steps=b.steps, bounds=bounds, plain_steps=b.attack_steps,
                batch_points=b.batch_points)
     s = sparsity_summary(res)
     meas = np.asarray(res.measured)
@@ -171,7 +173,32 @@ def measure(model: Model, x, y, eps: float, norm: str, b: Budget, seed: int, *, 
         "found_fraction": float(np.asarray(res.found)[meas].mean()) if meas.any() else math.nan,
         "per_direction": pd,
     })
+    if norm == "l2" and bounds is not None:
+        # the same points in the same positions as in the call above: the same directions
+        row["box_floor"] = box_floor(x[idx], eps, jax.random.PRNGKey(seed + 1), b.directions)[meas]
     return row
+
+
+def box_floor(x, eps: float, key, directions: int) -> np.ndarray:
+    """``(n,)`` mean over the estimator's directions of the smallest angle between ``u`` and a point of
+    the eps-sphere inside the box (``attacks.cap.min_angle_point``): the l_2 sparsity a point would have
+    if every perturbation in the box were adversarial. With the box, sparsity lives in [floor, pi]."""
+    import jax
+    import jax.numpy as jnp
+
+    from attacks.cap import min_angle_point
+    from rcurves.sparsity import l2_directions
+
+    n = x.shape[0]
+    u = np.asarray(l2_directions(key, n, directions, x.shape[1:])).reshape(n, directions, -1)
+    xf = np.asarray(x, np.float32).reshape(n, -1)
+
+    @jax.jit
+    def angles(xf, u):
+        one = lambda xi, ui: min_angle_point(ui, jnp.float32(eps), BOUNDS[0] - xi, BOUNDS[1] - xi).angle  # noqa: E731
+        return jax.vmap(lambda xi, us: jax.vmap(lambda ui: one(xi, ui))(us))(xf, u)
+
+    return np.asarray(angles(xf, u)).mean(axis=1)
 
 
 def fmt_row(r: dict) -> str:

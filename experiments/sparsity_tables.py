@@ -196,11 +196,14 @@ def main(argv=None):
     keep = ("dataset", "model", "name", "norm", "eps", "n", "natural_accuracy", "adversarial_accuracy",
             "vulnerable_fraction", "n_searched", "n_measured", "measured_fraction", "residual_sparsity",
             "residual_stderr", "found_fraction")
-    table = [{k: r[k] for k in keep} | {"direction_std_mean": float(np.nanmean(r["direction_std"]))
-                                        if len(r["direction_std"]) else math.nan} for r in rows]
+    table = [{k: r[k] for k in keep} | {
+        "direction_std_mean": float(np.nanmean(r["direction_std"])) if len(r["direction_std"]) else math.nan,
+        "box_floor_mean": float(np.mean(r["box_floor"])) if len(r.get("box_floor", [])) else math.nan}
+        for r in rows]
     write_result(args, {"budget": b.__dict__, "eps": S.EPS, "table": table,
                         "per_point": [{"dataset": r["dataset"], "model": r["model"], "norm": r["norm"],
-                                       "values": r["per_point"]} for r in rows]}, claims, figures)
+                                       "index": r["index"], "values": r["per_point"],
+                                       "box_floor": r.get("box_floor", [])} for r in rows]}, claims, figures)
     return {"rows": rows, "claims": claims}
 
 

@@ -54,6 +54,8 @@ def _check_row(r, d):
         assert np.all((pp >= 0) & (pp <= top))
         pd = np.asarray(r["per_direction"])
         np.testing.assert_allclose(pd.mean(axis=1), pp, rtol=1e-5)
+        if r["norm"] == "l2":   # every value is the angle of a verified adversarial inside the box
+            assert np.all(pp >= np.asarray(r["box_floor"]) - 1e-4)
         np.testing.assert_allclose(r["direction_std"], pd.std(axis=1, ddof=1), rtol=1e-5)
 
 
