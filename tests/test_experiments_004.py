@@ -208,6 +208,11 @@ def test_histogram_margin_and_defence_claims_on_synthetic_rows():
     rows[("l2", "AT")]["per_point"] = np.linspace(0.5, 1.5, 50)
     c3 = {"l2": {"n": 50, "at_robust_fraction": 0.3, "precision_at_eer": 0.7, "threshold": 0.5, "auc": 0.8}}
     assert [c["verdict"] for c in hist.make_claims(rows, c3)] == ["reproduced", "reproduced"]
+    rows[("l2", "ST")]["box_floor"] = np.full(50, 0.4)
+    rows[("l2-unbounded", "ST")] = _row("ST", "l2", 0.2, 0.01, 0.2)
+    rows[("l2-unbounded", "AT")] = _row("AT", "l2", 0.5, 0.02, 0.8)
+    v = {c["item"]: c["verdict"] for c in hist.make_claims(rows, c3)}
+    assert v["Table 1 (l_2) in the box and without it"] == "reproduced" and len(v) == 3     # 0.5 > 2 x 0.2
     r = _row("ST", "l2", 0.5, 0.01, 0.2)
     r["per_point"] = np.linspace(0.3, 0.7, 50)
     r["direction_std"] = np.full(50, 0.01)
