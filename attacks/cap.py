@@ -168,6 +168,22 @@ def sphere_projector(x, eps, bounds, cfg: CapConfig) -> Callable:
     return proj_box
 
 
+def seed_and_end(x, u_hat, x_seed, eps, bounds, cfg: CapConfig):
+    """``(seed, end)``: ``sphere_projector(x, eps, bounds, cfg)(x_seed)`` and, with bounds,
+    ``min_angle_point(u_hat, eps, lo - x, hi - x)`` (else None), one lane.
+
+    With bounds both are sphere-box solves, done as one (a batch of two), so
+    the program holds one instance of the solve's loop instead of two (each
+    costs compile time).
+    """
+    if bounds is None:
+        return sphere_projector(x, eps, bounds, cfg)(x_seed), None
+    z = x_seed - x
+    zh = z / jnp.maximum(l2_norm(z), _TINY)
+    d, ok = jax.vmap(lambda w: sphere_box(w, bounds[0] - x, bounds[1] - x, eps, cfg.box_iters))(jnp.stack([zh, u_hat]))
+    return clip_box(x + d[0], bounds), MinAnglePoint(d[1], ok[1], cap_angle(d[1], u_hat))
+
+
 # ---------------------------------------------------------------------------
 # the constrained PGD lane (shared with attacks.vertex)
 # ---------------------------------------------------------------------------
@@ -438,6 +454,7 @@ __all__ = [
     "min_angle_point",
     "project_cap",
     "project_cap_box",
+    "seed_and_end",
     "sphere_projector",
     "unit",
 ]

@@ -294,19 +294,20 @@ def _bracket_projector(uh, orth, eps, alpha, lower, upper, end: MinAnglePoint,
         def solve(theta):
             return sphere_box(jnp.cos(theta) * zh + jnp.sin(theta) * e, lower, upper, eps, box_iters)
 
-        d0, ok0 = solve(0.0)
-        h0 = excess(d0)
-
-        # Illinois (modified regula falsi) on theta -> angle(d(theta), u) - alpha,
-        # decreasing: keeps a bracket [a, b] with h(a) > 0 >= h(b) and returns
-        # d(b), which satisfies the cap.
-        def step(_, st):
+        # Step 0 solves at theta = 0 (the ray: inside the cap means done); the
+        # next ones are Illinois (modified regula falsi) on theta ->
+        # angle(d(theta), u) - alpha, decreasing, keeping a bracket [a, b] with
+        # h(a) > 0 >= h(b) and d(b), which satisfies the cap. One sphere-box
+        # solve per step, written once (each call site of its while loop is
+        # another piece of the compiled program).
+        def step(i, st):
             a, ha, b, hb, db, okb, side = st
             w = b - a
             t = b - hb * w / jnp.minimum(hb - ha, -_TINY)
             # Safeguard: stay 1% of the bracket away from its ends, so that a
             # root sitting at an end (h = +1e-8 there, say) is still approached fast.
             t = jnp.clip(jnp.where(jnp.isfinite(t), t, a + 0.5 * w), a + 0.01 * w, b - 0.01 * w)
+            t = jnp.where(i == 0, 0.0, t)
             dt, okt = solve(t)
             ht = excess(dt)
             good = ht <= _ANGLE_TOL
@@ -319,13 +320,10 @@ def _bracket_projector(uh, orth, eps, alpha, lower, upper, end: MinAnglePoint,
             b, hb = jnp.where(good, t, b), jnp.where(good, ht, hb)
             db = jnp.where(good, dt, db)
             okb = jnp.where(good, okt, okb)
-            return a, ha, b, hb, db, okb, jnp.where(good, 1, -1)
+            return a, ha, b, hb, db, okb, jnp.where(i == 0, 0, jnp.where(good, 1, -1))
 
-        st = (jnp.zeros(()), h0, phi, h1, d1, ok1 & (h1 <= _ANGLE_TOL), jnp.asarray(0))
-        _, _, _, _, db, okb, _ = jax.lax.fori_loop(0, tau_iters, step, st)
-        inside0 = h0 <= _ANGLE_TOL
-        d = jnp.where(inside0, d0, db)
-        ok = jnp.where(inside0, ok0, okb)
+        st = (jnp.zeros(()), jnp.ones(()), phi, h1, d1, ok1 & (h1 <= _ANGLE_TOL), jnp.asarray(0))
+        _, _, _, _, d, ok, _ = jax.lax.fori_loop(0, tau_iters + 1, step, st)
         return d, ok
 
     return project

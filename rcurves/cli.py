@@ -163,15 +163,25 @@ from rcurves.report import write_text as _write_text  # noqa: E402
 
 
 def _setup_jax(cache_dir: Optional[str]) -> None:
-    """Persistent compilation cache (makes warm runs skip XLA compilation)."""
+    """JAX's persistent compilation cache, only when asked for with
+    ``RCURVES_JAX_CACHE=1`` (under ``<cache>/jax``) or ``RCURVES_JAX_CACHE=DIR``.
+
+    Off by default: writing some of the attack programs' executables to it
+    crashed the interpreter (a segfault inside ``put_executable_and_time``) on
+    one CI machine, and a cold run, the one that matters for a newcomer,
+    gains nothing from it.
+    """
     import jax
 
-    if cache_dir:
-        try:
-            jax.config.update("jax_compilation_cache_dir", os.path.join(cache_dir, "jax"))
-            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-        except Exception:  # noqa: BLE001 - the cache is an optimisation only
-            pass
+    want = os.environ.get("RCURVES_JAX_CACHE", "")
+    if want in ("", "0") or not (cache_dir or want != "1"):
+        return
+    where = os.path.join(cache_dir, "jax") if want == "1" else want
+    try:
+        jax.config.update("jax_compilation_cache_dir", where)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    except Exception:  # noqa: BLE001 - the cache is an optimisation only
+        pass
 
 
 def _default_cache() -> str:

@@ -88,8 +88,7 @@ import numpy as np
 from jax.extend.random import threefry_2x32
 
 from attacks import checks
-from attacks.cap import (CapConfig, cap_angle, cap_feasible, cap_lane, min_angle_point, misclassified,
-                         sphere_projector)
+from attacks.cap import CapConfig, cap_angle, cap_feasible, cap_lane, misclassified, seed_and_end
 from attacks.engine import single
 from attacks.pgd import pgd
 from attacks.vertex import m_effective, ranks, vertex_box, vertex_lane
@@ -321,11 +320,9 @@ def _l2_search(logits_fn, x, y, eps, dirs, x_plain, *, cfg: SparsityConfig, boun
 
     def direction(xi, yi, ei, u, xpi):
         # Verified upper end: the plain adversarial put on the sphere (alpha = pi).
-        seed = sphere_projector(xi, ei, bounds, cfg.lane)(xpi)
+        seed, end = seed_and_end(xi, u, xpi, ei, bounds, cfg.lane)
         seed_ok = cap_feasible(seed, xi, u, ei, pi, bounds, cfg.lane.rtol) & misclassified(fn1(seed), yi)
         hi0 = jnp.where(seed_ok, cap_angle(seed - xi, u), pi)
-        end = (None if bounds is None else
-               min_angle_point(u, ei, bounds[0] - xi, bounds[1] - xi, cfg.lane.box_iters))
 
         def round_fn(st: _Bracket, _):
             cands = st.lo + (st.hi - st.lo) * frac
