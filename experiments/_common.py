@@ -160,16 +160,17 @@ def zoo_evaluation(args, names: Sequence[str], norms: Sequence[str] = ("linf", "
 
     Runs are kept under ``<cache>/evaluations/<dataset>[-quick]`` and resumed, so
     Table 1, Figures 2-4 and 7 compute each (model, norm) once. ``--quick``: 32
-    points and a small attack budget on the tiny stand-ins. Default attack: the
-    APGD radius search with 10 rounds x 20 steps and, for l_2, also CW (10
-    constants x 100 steps), keeping per point the smaller verified distance.
+    points and a 40-gradient attack budget on the tiny stand-ins. Default
+    attack: ``minimal_distance``'s default schedule (4 targeted APGD lanes x
+    5 steps x 8 radius rounds + 64 FMN steps, 224 gradients per point) and,
+    for l_2, also CW (10 constants x 100 steps), keeping per point the smaller
+    verified distance.
     """
     from rcurves import evaluate, zoo
 
     if attack is None:
-        attack = (evaluate.AttackSettings(search_steps=4, steps=8, cw=False) if args.quick else
-                  evaluate.AttackSettings(search_steps=10, steps=20, cw=True, cw_binary_search_steps=10,
-                                          cw_steps=100, cw_lr=0.05))
+        attack = (evaluate.AttackSettings(gradients=40, cw=False) if args.quick else
+                  evaluate.AttackSettings(cw=True, cw_binary_search_steps=10, cw_steps=100, cw_lr=0.05))
     models = zoo_models(args, names)
     cache = args.cache or zoo.default_cache()
     out_dir = os.path.join(cache, "evaluations", dataset + ("-quick" if args.quick else ""))

@@ -226,14 +226,14 @@ class DemoSettings:
     ``models`` are zoo entries (:mod:`rcurves.zoo`): by default the C.1 CNN of
     paper 000 trained ST, with l_inf AT at eps 0.1 and 0.3 and with l_2 AT at
     eps 1.5 (recipes in ``rcurves.zoo.ENTRIES``), trained once and cached.
-    Curves on ``n_test`` random held-out images with the APGD radius search
-    (``attack``); for l_2 also Carlini-Wagner, keeping per point the smaller
-    verified distance.
+    Curves on ``n_test`` random held-out images from per-point minimal
+    distances (``attack``; default ``minimal_distance``'s own schedule, 224
+    gradients per point and norm; ``--cw`` adds Carlini-Wagner for l_2).
     """
 
     models: Tuple[Any, ...] = ()          # zoo names or ZooEntry; () = rcurves.zoo.DEMO_MODELS
     n_test: int = 500
-    attack: AttackSettings = AttackSettings(search_steps=8, steps=20, cw=True)
+    attack: AttackSettings = AttackSettings(cw=False)   # minimal_distance's defaults: 224 gradients per point
     chunk_size: int = 100
 
     def entries(self) -> List[Any]:
@@ -261,10 +261,11 @@ def _tiny_entries() -> Tuple[Any, ...]:
 DEMO_PRESETS: Dict[str, DemoSettings] = {
     "default": DemoSettings(),
     "quick": DemoSettings(
-        n_test=100, attack=AttackSettings(search_steps=6, steps=10, cw=True, cw_binary_search_steps=3, cw_steps=30),
+        n_test=100, attack=AttackSettings(gradients=80, cw=False),
     ),
     # Smallest end-to-end run (for the test suite): an MLP compiles much faster than the CNN.
-    "tiny": DemoSettings(models=(), n_test=24, attack=AttackSettings(search_steps=2, steps=4, cw=False),
+    "tiny": DemoSettings(models=(), n_test=24,
+                         attack=AttackSettings(search_steps=2, steps=4, restarts=1, polish_steps=0, cw=False),
                          chunk_size=12),
 }
 
@@ -281,8 +282,8 @@ def cmd_demo(args) -> int:
         if args.n < 1:
             raise UserError(f"--n: expected a positive number of points, got {args.n}")
         s = dataclasses.replace(s, n_test=args.n)
-    if args.no_cw:
-        s = dataclasses.replace(s, attack=dataclasses.replace(s.attack, cw=False))
+    if args.cw or args.no_cw:
+        s = dataclasses.replace(s, attack=dataclasses.replace(s.attack, cw=bool(args.cw)))
     cache = args.cache or _default_cache()
     _setup_jax(cache)
     t0 = time.time()
@@ -339,14 +340,20 @@ def cmd_curves(args) -> int:
             m = m._replace(label=f"{m.label}#{i + 1}")
         check_model_on_data(m, data)
         models[m.label] = m
+    for name in ("search_steps", "steps", "restarts", "polish_steps", "gradients", "cw_binary_search_steps",
+                 "cw_steps"):
+        v = getattr(args, name)
+        if v is not None and v < (0 if name in ("search_steps", "polish_steps") else 1):
+            raise UserError(f"--{name.replace('_', '-')}: expected a positive integer, got {v}")
+    if args.gradients is not None:
+        given = [n for n in ("search_steps", "steps", "restarts", "polish_steps") if getattr(args, n) is not None]
+        if given:
+            raise UserError(f"--gradients: a budget replaces --{', --'.join(g.replace('_', '-') for g in given)}")
     attack = AttackSettings(
-        search_steps=args.search_steps, steps=args.steps, restarts=args.restarts, cw=not args.no_cw,
+        search_steps=args.search_steps, steps=args.steps, restarts=args.restarts, polish_steps=args.polish_steps,
+        gradients=args.gradients, cw=not args.no_cw,
         cw_binary_search_steps=args.cw_binary_search_steps, cw_steps=args.cw_steps, cw_lr=args.cw_lr,
     )
-    for name in ("search_steps", "steps", "restarts", "cw_binary_search_steps", "cw_steps"):
-        v = getattr(attack, name)
-        if v is not None and v < (0 if name == "search_steps" else 1):
-            raise UserError(f"--{name.replace('_', '-')}: expected a positive integer, got {v}")
     ev = evaluate(models, data, norms=norms, thresholds=thresholds, attack=attack, bounds=bounds, eps_max=eps_max,
                   seed=args.seed, out_dir=args.out, resume=args.resume, on_mismatch="error",
                   chunk_size=args.chunk_size, devices=args.devices, progress=not args.no_progress)
@@ -648,7 +655,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=None,
                    help=f"number of test points (default {DEMO_PRESETS['default'].n_test}; quick 100)")
     p.add_argument("--retrain", action="store_true", help="train the models even if cached")
-    p.add_argument("--no-cw", action="store_true", help="l2: skip Carlini-Wagner (PGD radius search only)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--cw", action="store_true",
+                   help="l2: also run Carlini-Wagner (5 constants x 50 steps) and keep the smaller verified distance")
+    g.add_argument("--no-cw", action="store_true", help="l2: the radius search only (the default)")
     p.add_argument("--recompute", action="store_true",
                    help="recompute the distances; by default finished (or interrupted) runs in --out with "
                         "the same settings, models and points are reused, so an interrupted demo resumes")
@@ -674,10 +684,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eps-max", nargs="+", default=None, metavar="NORM=V",
                    help="largest radius searched per norm (default: the diameter of the --bounds box; "
                         "required with --bounds none), e.g. linf=0.5 l2=6")
-    p.add_argument("--search-steps", type=int, default=10, help="radius-search rounds (default 10)")
-    p.add_argument("--steps", type=int, default=None, help="PGD steps per lane and round (default 20; l1: 10)")
+    p.add_argument("--gradients", type=int, default=None,
+                   help="attack budget: about N gradient evaluations per point and norm, spent in the default "
+                        "schedule (default: the schedule itself, 224 for l_inf/l_2 on 10 classes)")
+    p.add_argument("--search-steps", type=int, default=None,
+                   help="radius-search rounds after the first (default 7 for l_inf/l_2 on >= 4 classes, else 10)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="PGD steps per lane and round (default 5 for l_inf/l_2 on >= 4 classes, else 20; l1: 10)")
     p.add_argument("--restarts", type=int, default=None,
-                   help="PGD lanes per round, one warm start and random restarts (default 1; l1: 2)")
+                   help="PGD lanes per round (default 4 targeted lanes for l_inf/l_2 on >= 4 classes, else 1; l1: 2)")
+    p.add_argument("--polish-steps", type=int, default=None,
+                   help="FMN steps from the best adversarial after the search (default 64 for l_inf/l_2 on >= 4 "
+                        "classes, else 0)")
     p.add_argument("--no-cw", action="store_true", help="l2: skip Carlini-Wagner")
     p.add_argument("--cw-binary-search-steps", type=int, default=5, help="CW constant search rounds (default 5)")
     p.add_argument("--cw-steps", type=int, default=50, help="CW Adam steps per round (default 50)")

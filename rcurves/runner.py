@@ -106,8 +106,12 @@ class DistanceConfig:
 
     Attributes:
       norm: 'linf', 'l2' or 'l1'.
-      search_steps, steps, restarts, candidates: of ``attacks.minimal_distance``
-        (``steps``/``restarts`` None: its per-norm defaults, filled in here).
+      search_steps, steps, restarts, candidates, polish_steps: of
+        ``attacks.minimal_distance`` (None: its defaults for the model's
+        number of classes, decided at the first chunk).
+      gradients: instead of those, a budget of about this many gradient
+        evaluations per point, spent in the default schedule's lanes and
+        rounds (``attacks.minimal.budget_schedule``).
       eps_max: largest radius searched (None: the box's diameter).
       cw: also run Carlini-Wagner (l_2 only) and keep the smaller distance.
       cw_binary_search_steps, cw_steps, cw_lr: of ``attacks.carlini_wagner_l2``.
@@ -115,10 +119,12 @@ class DistanceConfig:
     """
 
     norm: str = "linf"
-    search_steps: int = 10
+    search_steps: Optional[int] = None
     steps: Optional[int] = None
     restarts: Optional[int] = None
     candidates: int = 1
+    polish_steps: Optional[int] = None
+    gradients: Optional[int] = None
     eps_max: Optional[float] = None
     cw: bool = False
     cw_binary_search_steps: int = 5
@@ -128,14 +134,18 @@ class DistanceConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "norm", checks.check_norm(self.norm))
-        restarts, steps = attacks.minimal.default_schedule(self.norm, self.restarts, self.steps)
-        object.__setattr__(self, "restarts", restarts)
-        object.__setattr__(self, "steps", steps)
         if self.cw and self.norm != "l2":
             raise ValueError(f"cw: Carlini-Wagner measures l2 distances, not {self.norm}")
-        for name in ("steps", "restarts", "candidates", "cw_binary_search_steps", "cw_steps"):
-            checks.check_positive_int(getattr(self, name), name)
-        checks.check_positive_int(self.search_steps, "search_steps", minimum=0)
+        for name in ("steps", "restarts", "gradients", "candidates", "cw_binary_search_steps", "cw_steps"):
+            if getattr(self, name) is not None:
+                checks.check_positive_int(getattr(self, name), name)
+        for name in ("search_steps", "polish_steps"):
+            if getattr(self, name) is not None:
+                checks.check_positive_int(getattr(self, name), name, minimum=0)
+        if self.gradients is not None:
+            given = [n for n in ("search_steps", "steps", "restarts", "polish_steps") if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"gradients: a budget replaces {', '.join(given)}; give one or the other")
         if self.eps_max is not None:
             object.__setattr__(self, "eps_max", checks.check_positive_float(self.eps_max, "eps_max"))
         object.__setattr__(self, "bounds", checks.check_bounds(self.bounds))
@@ -161,9 +171,8 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
     def fn(x, y, keys):
         out = {}
         res = attacks.minimal_distance(
-            logits_fn, x, y, norm=cfg.norm, key=keys, eps_max=cfg.eps_max,
-            search_steps=cfg.search_steps, steps=cfg.steps, restarts=cfg.restarts,
-            candidates=cfg.candidates, bounds=cfg.bounds,
+            logits_fn, x, y, norm=cfg.norm, key=keys, eps_max=cfg.eps_max, candidates=cfg.candidates,
+            bounds=cfg.bounds, **search_schedule(logits_fn, x, cfg),
         )
         out["pgd"] = to_host(res.distance)  # all-gathered when the mesh spans hosts
         best = out["pgd"]
@@ -179,6 +188,18 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
         return out
 
     return fn
+
+
+def search_schedule(logits_fn: Callable, x, cfg: DistanceConfig) -> Dict[str, Optional[int]]:
+    """``minimal_distance``'s ``search_steps``, ``steps``, ``restarts`` and
+    ``polish_steps`` for ``cfg`` (None where its defaults apply); with
+    ``cfg.gradients``, the default schedule scaled to that budget for the
+    number of classes ``logits_fn`` returns on ``x``."""
+    if cfg.gradients is None:
+        return {"search_steps": cfg.search_steps, "steps": cfg.steps, "restarts": cfg.restarts,
+                "polish_steps": cfg.polish_steps}
+    n_classes = int(jax.eval_shape(logits_fn, jax.ShapeDtypeStruct((1,) + tuple(x.shape[1:]), x.dtype)).shape[-1])
+    return attacks.minimal.budget_schedule(cfg.norm, cfg.gradients, n_classes)
 
 
 def point_keys(key, indices) -> jax.Array:

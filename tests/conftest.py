@@ -1,7 +1,12 @@
-"""Test configuration: 4 host CPU devices for sharding tests, Agg plots, a key fixture."""
+"""Test configuration: 4 host CPU devices for sharding tests, Agg plots, a fresh cache, a key fixture."""
 import os
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+# Hermetic: a fresh model/evaluation cache per session, as on a CI machine
+# (a developer's ~/.cache/rcurves must not make a test pass or fast).
+os.environ["RCURVES_CACHE"] = tempfile.mkdtemp(prefix="rcurves-test-cache-")
+os.environ.pop("RCURVES_JAX_CACHE", None)
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import jax  # noqa: E402

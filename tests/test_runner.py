@@ -193,6 +193,31 @@ def test_distance_config_validation():
         DistanceConfig(norm="l3")
     with pytest.raises(ValueError, match="steps"):
         DistanceConfig(steps=0)
+    with pytest.raises(ValueError, match="gradients"):
+        DistanceConfig(gradients=0)
+    with pytest.raises(ValueError, match="gradients: a budget replaces steps"):
+        DistanceConfig(gradients=100, steps=5)
+
+
+def test_search_schedule_defaults_and_budget():
+    from attacks.minimal import budget_schedule
+    from rcurves.runner import search_schedule
+
+    x = jnp.zeros((3, 6))
+    ten = lambda xb: jnp.zeros((xb.shape[0], 10))   # noqa: E731
+    two = lambda xb: jnp.zeros((xb.shape[0], 2))    # noqa: E731
+    # No budget: everything left to minimal_distance (it decides by the class count).
+    assert search_schedule(ten, x, DistanceConfig(norm="l2")) == dict.fromkeys(
+        ("search_steps", "steps", "restarts", "polish_steps"))
+    # A budget: the default schedule of the model's class count, scaled; the
+    # gradient count it spends is within one lane-round of the budget.
+    for fn, n_classes in ((ten, 10), (two, 2)):
+        kw = search_schedule(fn, x, DistanceConfig(norm="linf", gradients=120))
+        assert kw == budget_schedule("linf", 120, n_classes)
+        spent = (1 + kw["search_steps"]) * kw["restarts"] * kw["steps"] + kw["polish_steps"]
+        assert abs(spent - 120) <= (1 + kw["search_steps"]) * kw["restarts"]
+    assert search_schedule(ten, x, DistanceConfig(norm="linf", gradients=120))["restarts"] == 4
+    assert search_schedule(two, x, DistanceConfig(norm="linf", gradients=120))["restarts"] == 1
     with pytest.raises(ValueError, match="chunk_size"):
         run_chunked(key_fn([]), *data(), key=KEY, out_dir="/tmp/unused-rcurves", config={}, chunk_size=0)
 
