@@ -16,3 +16,18 @@ import pytest  # noqa: E402
 @pytest.fixture
 def key():
     return jax.random.PRNGKey(0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_programs():
+    """Drop every compiled program after each test module.
+
+    Each XLA:CPU executable holds memory mappings of its own; the suite
+    compiles thousands of programs, and one process kept them all until
+    ``vm.max_map_count`` (65,530) ran out and a compilation aborted.
+    """
+    yield
+    import gc
+
+    jax.clear_caches()
+    gc.collect()
