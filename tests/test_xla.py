@@ -1,4 +1,5 @@
 """attacks.xla: the attack programs' compile options and where they apply."""
+import os
 import re
 
 import jax
@@ -107,9 +108,21 @@ def _lax_cnn(x):
 
 @pytest.mark.parametrize("model, written", [(_mlp, True), (_lax_cnn, True), (_patch_cnn, False)])
 def test_gradient_is_written_tells_matrix_products_from_fused_chains(model, written):
-    from attacks.engine import single
-    fn1 = single(model, (16,))
+    fn1 = lambda v: model(v.reshape(1, 16))[0]   # noqa: E731 - the model as the user wrote it
     assert xla.gradient_is_written(fn1, jax.ShapeDtypeStruct((16,), jnp.float32)) is written
+
+
+def test_attack_view_of_a_lax_conv_is_a_patch_chain_on_cpu():
+    """Inside the attacks (``engine.single``) a ``lax.conv`` becomes patch
+    matrices on XLA:CPU (``xla.loop_model``), whose input gradient is a fused
+    chain: the attacks then materialize it, as for a patch CNN."""
+    from attacks.engine import single
+
+    fn1 = single(_lax_cnn, (16,))
+    v = jnp.linspace(0.0, 1.0, 16)
+    np.testing.assert_allclose(fn1(v), _lax_cnn(v.reshape(1, 16))[0], rtol=1e-5, atol=1e-6)
+    rewritten = jax.default_backend() == "cpu" and os.environ.get("RCURVES_XLA_DEFAULTS", "") in ("", "0")
+    assert xla.gradient_is_written(fn1, jax.ShapeDtypeStruct((16,), jnp.float32)) is (not rewritten)
 
 
 def test_materialize_is_the_identity_and_stays_a_conditional():
