@@ -228,12 +228,13 @@ class DemoSettings:
     eps 1.5 (recipes in ``rcurves.zoo.ENTRIES``), trained once and cached.
     Curves on ``n_test`` random held-out images from per-point minimal
     distances (``attack``; default ``minimal_distance``'s own schedule, 224
-    gradients per point and norm; ``--cw`` adds Carlini-Wagner for l_2).
+    gradients per point and norm, and for l_2 also Carlini-Wagner, keeping
+    per point the smaller verified distance).
     """
 
     models: Tuple[Any, ...] = ()          # zoo names or ZooEntry; () = rcurves.zoo.DEMO_MODELS
     n_test: int = 500
-    attack: AttackSettings = AttackSettings(cw=False)   # minimal_distance's defaults: 224 gradients per point
+    attack: AttackSettings = AttackSettings(cw=True)   # minimal_distance's defaults (224 gradients) + CW for l_2
     chunk_size: int = 100
 
     def entries(self) -> List[Any]:
@@ -261,7 +262,7 @@ def _tiny_entries() -> Tuple[Any, ...]:
 DEMO_PRESETS: Dict[str, DemoSettings] = {
     "default": DemoSettings(),
     "quick": DemoSettings(
-        n_test=100, attack=AttackSettings(gradients=80, cw=False),
+        n_test=100, attack=AttackSettings(gradients=80, cw=True, cw_binary_search_steps=3, cw_steps=30),
     ),
     # Smallest end-to-end run (for the test suite): an MLP compiles much faster than the CNN.
     "tiny": DemoSettings(models=(), n_test=24,
@@ -282,8 +283,8 @@ def cmd_demo(args) -> int:
         if args.n < 1:
             raise UserError(f"--n: expected a positive number of points, got {args.n}")
         s = dataclasses.replace(s, n_test=args.n)
-    if args.cw or args.no_cw:
-        s = dataclasses.replace(s, attack=dataclasses.replace(s.attack, cw=bool(args.cw)))
+    if args.no_cw:
+        s = dataclasses.replace(s, attack=dataclasses.replace(s.attack, cw=False))
     cache = args.cache or _default_cache()
     _setup_jax(cache)
     t0 = time.time()
@@ -655,10 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=None,
                    help=f"number of test points (default {DEMO_PRESETS['default'].n_test}; quick 100)")
     p.add_argument("--retrain", action="store_true", help="train the models even if cached")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--cw", action="store_true",
-                   help="l2: also run Carlini-Wagner (5 constants x 50 steps) and keep the smaller verified distance")
-    g.add_argument("--no-cw", action="store_true", help="l2: the radius search only (the default)")
+    p.add_argument("--no-cw", action="store_true",
+                   help="l2: the radius search only (default: also Carlini-Wagner, 5 constants x 50 steps, keeping "
+                        "the smaller verified distance)")
     p.add_argument("--recompute", action="store_true",
                    help="recompute the distances; by default finished (or interrupted) runs in --out with "
                         "the same settings, models and points are reused, so an interrupted demo resumes")
