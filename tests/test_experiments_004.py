@@ -232,3 +232,8 @@ def test_histogram_margin_and_defence_claims_on_synthetic_rows():
                  "Table 2 (l2, 1-bit squeezing): sparsity": "reproduced",      # binarising raises it (z > 2)
                  "Table 2 (l2, 5-bit squeezing): obfuscation": "reproduced",
                  "Table 2 (l2, 5-bit squeezing): sparsity": "reproduced"}      # 5 bits leave it (|z| <= 2)
+    # BPDA fails as well (0.85 vs undefended 0.2): not obfuscation, and the reason says so.
+    d[2] = dict(_row("FS", "l2", 0.9, 0.02, 0.85), defence="FS-1", bits=1, grad="BPDA")
+    c = next(c for c in defence.make_claims(d, facts, ["l2"], [1, 5])
+             if c["item"] == "Table 2 (l2, 1-bit squeezing): obfuscation")
+    assert c["verdict"] == "differs" and c["why"].startswith("BPDA does not break")
