@@ -258,6 +258,12 @@ def main(argv=None):
                       ["model", "norm", "attack", "G", "optimality", "med_excess_%", "p90_excess_%", "p99_excess_%",
                        "broken", "time_s"], title=f"{name}: against the best known distance per point")
         print(flush=True)
+        out["rows"] = rows
+        C.write_json(args.out, out)   # every finished model is kept if a later one fails
+        # Each compiled XLA:CPU program holds memory mappings; one process
+        # compiling every attack x budget for six models ran out of them
+        # (vm.max_map_count: "LLVM compilation error: Cannot allocate memory").
+        jax.clear_caches()
     out["rows"] = rows
     targets = []
     for r in rows:
