@@ -21,7 +21,6 @@ Use::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
