@@ -248,6 +248,7 @@ def main(argv=None):
            "config": {"models": args.models, "norms": args.norms, "budgets": args.budgets, "n": args.n,
                       "n_cnn": args.n_cnn, "foolbox": getattr(fb, "__version__", None)}, "models": []}
     rows = []
+    out["rows"] = rows   # filled in place, model by model
     for name in [s.strip() for s in args.models.split(",") if s.strip()]:
         res = run_model(name, args, key, fb)
         out["models"].append(res)
@@ -258,13 +259,11 @@ def main(argv=None):
                       ["model", "norm", "attack", "G", "optimality", "med_excess_%", "p90_excess_%", "p99_excess_%",
                        "broken", "time_s"], title=f"{name}: against the best known distance per point")
         print(flush=True)
-        out["rows"] = rows
         C.write_json(args.out, out)   # every finished model is kept if a later one fails
         # Each compiled XLA:CPU program holds memory mappings; one process
         # compiling every attack x budget for six models ran out of them
         # (vm.max_map_count: "LLVM compilation error: Cannot allocate memory").
         jax.clear_caches()
-    out["rows"] = rows
     targets = []
     for r in rows:
         if r["attack"] == "minimal (default)" and r["G"] == "default":

@@ -153,6 +153,15 @@ def zoo_models(args, names: Sequence[str]):
     return out
 
 
+def zoo_attack(quick: bool):
+    """The attack budget of the zoo evaluations (see :func:`zoo_evaluation`)."""
+    from rcurves import evaluate
+
+    if quick:
+        return evaluate.AttackSettings(gradients=40, cw=False)
+    return evaluate.AttackSettings(cw=True, cw_binary_search_steps=10, cw_steps=100, cw_lr=0.05)
+
+
 def zoo_evaluation(args, names: Sequence[str], norms: Sequence[str] = ("linf", "l2"), n: Optional[int] = None,
                    attack=None, dataset: str = "mnist"):
     """The held-out evaluation of zoo models, shared by the experiments that need it.
@@ -168,8 +177,7 @@ def zoo_evaluation(args, names: Sequence[str], norms: Sequence[str] = ("linf", "
     from rcurves import evaluate, zoo
 
     if attack is None:
-        attack = (evaluate.AttackSettings(gradients=40, cw=False) if args.quick else
-                  evaluate.AttackSettings(cw=True, cw_binary_search_steps=10, cw_steps=100, cw_lr=0.05))
+        attack = zoo_attack(args.quick)
     models = zoo_models(args, names)
     cache = args.cache or zoo.default_cache()
     out_dir = os.path.join(cache, "evaluations", dataset + ("-quick" if args.quick else ""))

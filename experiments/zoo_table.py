@@ -29,10 +29,10 @@ def main(argv=None):
         names = ["digits-mlp-st"]
     rows = {}
     cache = args.cache or zoo.default_cache()
-    attack = (evaluate.AttackSettings(gradients=40, cw=False) if args.quick else
-              evaluate.AttackSettings(cw=True, cw_binary_search_steps=10, cw_steps=100, cw_lr=0.05))
     # the MNIST CNNs: the shared held-out evaluation of table1_fig2 (both norms, computed once)
-    from _common import zoo_evaluation
+    from _common import zoo_attack, zoo_evaluation
+
+    attack = zoo_attack(args.quick)
 
     cnns = [n for n in names if zoo.entry(n).dataset == "mnist" and zoo.entry(n).model.arch == "cnn"]
     shared, shared_models = (zoo_evaluation(args, cnns, norms=("linf", "l2"), attack=attack) if cnns else (None, {}))

@@ -174,9 +174,14 @@ def _setup_jax(cache_dir: Optional[str]) -> None:
     import jax
 
     want = os.environ.get("RCURVES_JAX_CACHE", "")
-    if want in ("", "0") or not (cache_dir or want != "1"):
+    if want in ("", "0"):
         return
-    where = os.path.join(cache_dir, "jax") if want == "1" else want
+    if want != "1":
+        where = want
+    elif cache_dir:
+        where = os.path.join(cache_dir, "jax")
+    else:
+        return
     try:
         jax.config.update("jax_compilation_cache_dir", where)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
@@ -326,6 +331,17 @@ def cmd_curves(args) -> int:
         raise UserError(f"--label: got {len(args.labels)} labels for {len(args.model)} models")
     if args.chunk_size < 1:
         raise UserError("--chunk-size: expected a positive integer")
+    attack = AttackSettings(
+        search_steps=args.search_steps, steps=args.steps, restarts=args.restarts, polish_steps=args.polish_steps,
+        gradients=args.gradients, cw=not args.no_cw,
+        cw_binary_search_steps=args.cw_binary_search_steps, cw_steps=args.cw_steps, cw_lr=args.cw_lr,
+    )
+    try:  # the attack budget is checked where it is defined (runner.DistanceConfig), before any loading
+        for norm in norms:
+            attack.distance_config(norm, bounds, eps_max.get(norm))
+    except ValueError as e:
+        name, _, rest = str(e).partition(":")
+        raise UserError(f"--{name.replace('_', '-')}:{rest}") from None
     data = load_data(args.data, args.split, n=args.n, seed=args.seed)
     if bounds is not None and data.x.size and (data.x.min() < bounds[0] or data.x.max() > bounds[1]):
         raise UserError(
@@ -341,20 +357,6 @@ def cmd_curves(args) -> int:
             m = m._replace(label=f"{m.label}#{i + 1}")
         check_model_on_data(m, data)
         models[m.label] = m
-    for name in ("search_steps", "steps", "restarts", "polish_steps", "gradients", "cw_binary_search_steps",
-                 "cw_steps"):
-        v = getattr(args, name)
-        if v is not None and v < (0 if name in ("search_steps", "polish_steps") else 1):
-            raise UserError(f"--{name.replace('_', '-')}: expected a positive integer, got {v}")
-    if args.gradients is not None:
-        given = [n for n in ("search_steps", "steps", "restarts", "polish_steps") if getattr(args, n) is not None]
-        if given:
-            raise UserError(f"--gradients: a budget replaces --{', --'.join(g.replace('_', '-') for g in given)}")
-    attack = AttackSettings(
-        search_steps=args.search_steps, steps=args.steps, restarts=args.restarts, polish_steps=args.polish_steps,
-        gradients=args.gradients, cw=not args.no_cw,
-        cw_binary_search_steps=args.cw_binary_search_steps, cw_steps=args.cw_steps, cw_lr=args.cw_lr,
-    )
     ev = evaluate(models, data, norms=norms, thresholds=thresholds, attack=attack, bounds=bounds, eps_max=eps_max,
                   seed=args.seed, out_dir=args.out, resume=args.resume, on_mismatch="error",
                   chunk_size=args.chunk_size, devices=args.devices, progress=not args.no_progress)

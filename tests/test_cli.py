@@ -255,6 +255,17 @@ def test_bad_devices_are_one_line_usage_errors(cmd, value, capsys, tmp_path):
     assert not os.path.exists(tmp_path / "o")
 
 
+@pytest.mark.parametrize("extra, flag", [(["--gradients", "100", "--steps", "5"], "--gradients: a budget replaces steps"),
+                                         (["--gradients", "0"], "--gradients: expected an integer >= 1"),
+                                         (["--polish-steps", "-1"], "--polish-steps: expected an integer >= 0"),
+                                         (["--cw-steps", "0"], "--cw-steps: expected an integer >= 1")])
+def test_bad_attack_budget_is_a_one_line_error_before_any_loading(extra, flag, capsys, tmp_path):
+    # "--model x" does not exist: an error about the budget proves it was checked first.
+    rc = main(["curves", "--model", "x", "--data", "digits", "--out", str(tmp_path / "o")] + extra)
+    assert flag in _one_line_error(capsys, rc)
+    assert not os.path.exists(tmp_path / "o")
+
+
 def test_interclass_command_matches_brute_force(tmp_path):
     rng = np.random.default_rng(1)
     x = rng.random((25, 4)).astype(np.float32)
