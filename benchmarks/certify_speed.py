@@ -7,6 +7,11 @@ on the first ``--n`` test points, in l_inf:
   bound ``u`` (an adversarial, re-checked);
 * ``certify.certified_radius`` with CROWN (and CROWN-IBP, IBP for the MLPs;
   alpha-CROWN with ``--alpha``) inside ``[0, u]`` gives the lower bound ``l``;
+  on the MLPs, branch and bound (``method='bab'``, ``--splits`` ReLUs split,
+  ``2**splits`` subdomains) on the first ``--bab-n`` points, one timed call
+  (its compilation included), with CROWN's median ratio on the same points
+  beside it (``crown_median_ratio_same_points``) and the median radius gain
+  over CROWN;
 * the band: ``certify.band_summary(u, l, eps)`` over ``eps`` in
   ``[0, max u]``: its area (the mean bracket width, in units of eps), the
   fraction of points whose bracket is closed within 1%, and the median of
@@ -75,7 +80,23 @@ def _stats(u, l, correct):
     }
 
 
-def bench_model(name, n, methods, repeats, key):
+def bench_bab(name, net, x, y, u, correct, crown, n, splits):
+    """Branch and bound (``method='bab'``) on the first ``n`` points, one timed call (compilation included)."""
+    n = min(n, x.shape[0])
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = np.asarray(certify.certified_radius(net, x[:n], y[:n], norm="linf", method="bab", splits=splits,
+                                            upper=u[:n]))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    row = {"model": name, "method": f"bab-{splits}", "n": n, "s_per_point": wall / n, "cpu_s_per_point": cpu / n,
+           "x_attack_time": None, "compile_s": None, "target_s_per_point": None}
+    row.update(_stats(u[:n], r, correct[:n]))
+    same = _stats(u[:n], crown[:n], correct[:n])
+    row["crown_median_ratio_same_points"] = same["median_ratio"]
+    row["radius_gain_median"] = float(np.median(r[correct[:n]] / np.maximum(crown[:n][correct[:n]], 1e-12)))
+    return row, r
+
+
+def bench_model(name, n, methods, repeats, key, bab_n=0, splits=8):
     m = zoo.load(name)
     x, y = zoo.test_data(m)
     x, y = jnp.asarray(x[:n]), jnp.asarray(y[:n].astype(np.int32))
@@ -99,6 +120,10 @@ def bench_model(name, n, methods, repeats, key):
                "target_s_per_point": TARGET_S.get(name) if meth == "crown" else None}
         row.update(_stats(u, radii[meth], correct))
         rows.append(row)
+    if bab_n:
+        row, r = bench_bab(name, net, x, y, u, correct, radii["crown"], bab_n, splits)
+        rows.append(row)
+        radii[row["method"]] = r
     ta = timing["attack"]
     attack_row = {"model": name, "method": "attack", "n": n, "s_per_point": ta.median / n,
                   "cpu_s_per_point": ta.cpu_median / n, "compile_s": ta.compile}
@@ -156,10 +181,14 @@ def main(argv=None):
     p.add_argument("--milp-n", type=int, default=None, help="points per MILP model (default 10; --quick 3)")
     p.add_argument("--milp-time", type=float, default=30.0, help="HiGHS seconds per point (all stages)")
     p.add_argument("--no-milp", action="store_true")
+    p.add_argument("--bab-n", type=int, default=None,
+                   help="points for branch and bound on the MLPs (default 50; --quick 5; 0: none)")
+    p.add_argument("--splits", type=int, default=8, help="ReLUs split by branch and bound (2**splits subdomains)")
     args = p.parse_args(argv)
     n = args.n or (10 if args.quick else 100)
     cnn_n = args.cnn_n or (4 if args.quick else 30)
     milp_n = args.milp_n or (3 if args.quick else 10)
+    bab_n = (5 if args.quick else 50) if args.bab_n is None else args.bab_n
     models = args.models or (MODELS[:2] if args.quick else MODELS)
     key = jax.random.PRNGKey(args.seed)
     out = {"benchmark": "certify_speed", "machine": C.machine_info(), "args": vars(args), "models": {},
@@ -172,13 +201,15 @@ def main(argv=None):
             continue
         cnn = "cnn" in name
         methods = ["crown", "crown-ibp"] + ([] if cnn else ["ibp"]) + (["alpha-crown"] if args.alpha else [])
-        r, a, detail = bench_model(name, cnn_n if cnn else n, methods, args.repeats, key)
+        r, a, detail = bench_model(name, cnn_n if cnn else n, methods, args.repeats, key,
+                                   bab_n=0 if cnn else bab_n, splits=args.splits)
         rows += r
         attack_rows.append(a)
         out["models"][name] = {"rows": r, "attack": a, "points": detail}
     out["rows"], out["attack_rows"] = rows, attack_rows
     C.print_table(rows, ["model", "method", "n", "s_per_point", "cpu_s_per_point", "target_s_per_point",
-                         "x_attack_time", "median_ratio", "met_1pct", "band_area", "mean_radius", "mean_attack"],
+                         "x_attack_time", "median_ratio", "crown_median_ratio_same_points", "radius_gain_median",
+                         "met_1pct", "band_area", "mean_radius", "mean_attack"],
                   title=f"certified radius vs attack (l_inf), {C.load_string()}")
     C.print_table(attack_rows, ["model", "n", "s_per_point", "cpu_s_per_point", "compile_s"], title="attack")
     pub = []
