@@ -703,8 +703,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cw-steps", type=int, default=50, help="CW Adam steps per round (default 50)")
     p.add_argument("--cw-lr", type=float, default=0.1, help="CW Adam learning rate (default 0.1)")
     p.add_argument("--certify", nargs="?", const="crown", default=None, metavar="METHOD",
-                   choices=("ibp", "crown-ibp", "crown", "alpha-crown"),
-                   help="also compute certified radii (lower bounds, rcurves.certify; default method crown) and "
+                   choices=("ibp", "crown-ibp", "crown", "alpha-crown", "bab"),
+                   help="also compute certified radii (lower bounds, rcurves.certify; default method crown; bab: "
+                        "branch and bound, 1-3 s per point on an MLP) and "
                         "draw the band that contains the true curve (band.png, certified.json)")
     _common(p, devices=True)
     p.set_defaults(func=cmd_curves)

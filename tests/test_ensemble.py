@@ -85,3 +85,24 @@ def test_members_that_do_not_measure_the_norm_are_rejected():
         ensemble(f, x, y, norm="linf", key=KEY, attacks=(Search(), DDN()), bounds=None, eps_max=5.0)
     with pytest.raises(ValueError, match="attacks"):
         ensemble(f, x, y, norm="l2", key=KEY, attacks=(), bounds=None, eps_max=5.0)
+
+
+def test_l2_default_members_spend_the_budget_and_stay_exact_in_a_box():
+    """l_2 from 600 gradients: the targeted search (one lane per other class)
+    then DDN from its best, together within 1% of the budget; on a linear
+    model in the box the result is re-checked, never below the exact distance
+    and within 0.1% of it at the median."""
+    members = default_attacks("l2", 1000, n_classes=10)
+    assert [type(m) for m in members] == [Search, DDN]
+    assert members[0].restarts == 9 and members[1].steps == 100
+    total = sum(m.gradients_for("l2", 10) for m in members)
+    assert 990 <= total <= 1000
+    assert [type(m) for m in default_attacks("l2", 599, n_classes=10)] == [Search]
+    W, b, x, y, f = _multiclass(3, box=True)
+    exact = exact_multiclass(W, b, x, y, "l2")
+    members = default_attacks("l2", 600, n_classes=5)
+    assert members[0].restarts == 4
+    out, results = ensemble(f, x, y, norm="l2", key=KEY, attacks=members, return_members=True)
+    d, _ = _check(f, x, y, out, results, exact, "l2", (0.0, 1.0))
+    pos = exact > 0
+    assert np.median(d[pos] / exact[pos]) <= 1.001

@@ -261,10 +261,11 @@ def test_targeted_defaults_and_dlr_losses():
     s = np.sort(np.asarray(z))[::-1]
     assert float(dlr(z, 1)) == pytest.approx(-(-1.0 - 3.0) / (s[0] - s[2]))
     assert float(dlr_targeted(z, 0, 3)) == pytest.approx(-(3.0 - 0.5) / (s[0] - (s[2] + s[3]) / 2))
-    for norm in ("linf", "l2"):
+    for norm, (steps, rounds, polish) in (("linf", (5, 8, 64)), ("l2", (7, 6, 56))):
         cfg = search_config(norm, 10)
-        assert (cfg.restarts, cfg.engine.steps, cfg.search_steps, cfg.engine.loss) == (4, 5, 7, "dlr-t")
-        assert (cfg.warm_lanes, cfg.polish_steps) == (4, 64)
+        assert (cfg.restarts, cfg.engine.steps, cfg.search_steps, cfg.engine.loss) == (4, steps, rounds - 1, "dlr-t")
+        assert (cfg.warm_lanes, cfg.polish_steps) == (4, polish)
+        assert (1 + cfg.search_steps) * cfg.restarts * cfg.engine.steps + cfg.polish_steps == 224
         cfg2 = search_config(norm, 2)
         assert (cfg2.restarts, cfg2.engine.steps, cfg2.search_steps, cfg2.engine.loss) == (1, 20, 10, "margin")
         assert cfg2.polish_steps == 0

@@ -130,7 +130,7 @@ def band_for_model(model_cfg, params, x: Any, y: Any, attack_distance: Any, norm
       x, y: the points and labels the attack ran on.
       attack_distance: ``(n,)`` the attack's distances on them (upper bounds).
       norm: the attack's norm.
-      method: the bound (``certify.METHODS``).
+      method: the bound (``certify.METHODS``) or 'bab' (branch and bound).
       eps: thresholds of the curves; default 200 points from 0 to the largest
         finite attack distance.
 
