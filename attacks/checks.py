@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp

@@ -60,7 +60,7 @@ import jax.numpy as jnp
 from attacks import checks
 from attacks.engine import EngineConfig, flat, run_lane, single
 from attacks.fmn import FMNConfig, _fmn_point
-from attacks.norms import clip_box, geometry, like
+from attacks.norms import geometry, like
 from attacks.losses import CONFIDENCE_RTOL, MIN_CLASSES, TARGETED_LOSSES, margin
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize

@@ -131,7 +131,7 @@ def bench_model(name, n, methods, repeats, key, bab_n=0, splits=8):
                               "correct": correct.tolist(), "timing": {k: v.to_dict() for k, v in timing.items()}}
 
 
-def bench_milp(name, logits_fn, net, x, y, n, time_limit, key):
+def bench_milp(name, logits_fn, net, x, y, n, time_limit, key, splits=8):
     correct = np.asarray(jnp.argmax(logits_fn(jnp.asarray(x)), 1)) == y
     idx = np.flatnonzero(correct)[:n]
     xs, ys = jnp.asarray(x[idx]), jnp.asarray(y[idx].astype(np.int32))
@@ -144,6 +144,8 @@ def bench_milp(name, logits_fn, net, x, y, n, time_limit, key):
     eps = np.linspace(0.0, float(u.max()), 401)
     before = certify.band_summary(u, crown, eps)
     after = certify.band_summary(res.upper, np.maximum(res.lower, crown), eps)
+    bab = np.asarray(certify.certified_radius(net, xs, ys, norm="linf", method="bab", splits=splits, upper=u))
+    ex = res.exact
     gain = (res.lower - crown) / np.maximum(crown, 1e-12)
     row = {"model": name, "n": len(idx), "time_limit_s": time_limit, "exact": float(res.exact.mean()),
            "lower_gain_median": float(np.median(gain)), "lower_gain_max": float(gain.max()),
@@ -152,8 +154,12 @@ def bench_milp(name, logits_fn, net, x, y, n, time_limit, key):
            "area_before": before.area, "area_after": after.area,
            "median_ratio_before": before.median_ratio, "median_ratio_after": after.median_ratio,
            "binaries_median": float(np.median(res.binaries)), "s_per_point": float(np.mean(res.seconds)),
+           "crown_over_exact_median": float(np.median(crown[ex] / res.lower[ex])) if ex.any() else None,
+           "bab_over_exact_median": float(np.median(bab[ex] / res.lower[ex])) if ex.any() else None,
+           "bab_above_milp_lower": float(np.mean(bab > res.lower * (1 + 1e-4))),
+           "bab_at_most_upper": bool(np.all(bab <= res.upper)),
            "wall_s": wall}
-    detail = {"attack": u.tolist(), "crown": crown.tolist(), "lower": res.lower.tolist(),
+    detail = {"attack": u.tolist(), "crown": crown.tolist(), "bab": bab.tolist(), "lower": res.lower.tolist(),
               "upper": res.upper.tolist(), "exact": res.exact.tolist(), "status": res.status.tolist(),
               "seconds": res.seconds.tolist(), "binaries": res.binaries.tolist()}
     return row, detail
@@ -230,18 +236,19 @@ def main(argv=None):
             m = zoo.load(name)
             x, y = zoo.test_data(m)
             net = certify.from_model(m.model, m.params)
-            row, detail = bench_milp(name, m.logits_fn, net, x, y, milp_n, args.milp_time, key)
+            row, detail = bench_milp(name, m.logits_fn, net, x, y, milp_n, args.milp_time, key, args.splits)
             milp_rows.append(row)
             out["models"].setdefault(name, {})["milp"] = detail
         logits_fn, net, x, y = small_digits_mlp(args.seed)
         row, detail = bench_milp("digits-mlp-64-32-32 (trained here)", logits_fn, net, x, y, milp_n,
-                                 args.milp_time, key)
+                                 args.milp_time, key, args.splits)
         milp_rows.append(row)
         out["small_mlp_milp"] = detail
         out["milp_rows"] = milp_rows
         C.print_table(milp_rows, ["model", "n", "time_limit_s", "exact", "narrowed", "lower_gain_median",
                                   "median_ratio_before", "median_ratio_after", "area_before", "area_after",
-                                  "binaries_median", "s_per_point"],
+                                  "binaries_median", "s_per_point", "crown_over_exact_median",
+                                  "bab_over_exact_median", "bab_above_milp_lower", "bab_at_most_upper"],
                       title="MILP (HiGHS) on the digits MLPs: exact distances and the narrowed band")
     out["machine_end"] = C.machine_info()
     C.write_json(args.out, out)
