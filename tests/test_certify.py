@@ -214,6 +214,9 @@ def test_linear_model_all_three_equal_lemma1():
         assert exact[0] == 0 and np.all(exact[1:] > 0)
         r = np.asarray(certify.certified_radius(net, x, y, norm=norm, bounds=None))
         np.testing.assert_allclose(r, exact, rtol=1e-5)
+        if norm == "l1":  # nothing to split: branch and bound is CROWN, exact
+            rb = np.asarray(certify.certified_radius(net, x, y, norm=norm, bounds=None, method="bab"))
+            np.testing.assert_allclose(rb, exact, rtol=1e-5)
         if norm == "l2":
             continue
         if norm == "linf":

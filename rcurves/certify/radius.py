@@ -237,6 +237,8 @@ def _bab_radius(net, x, y, norm, bounds, upper, search_steps, alpha_steps, alpha
     alpha_steps = checks.check_positive_int(alpha_steps, "alpha_steps")
     alpha_lr = checks.check_positive_float(alpha_lr, "alpha_lr")
     lower = np.asarray(certified_radius(net, x, y, norm=norm, method="crown", bounds=bounds, upper=upper))
+    if not net.hidden_sizes:        # no ReLU to split: CROWN is exact (Lemma 1 for a linear model)
+        return jnp.asarray(lower, jnp.float32)
     n = x.shape[0]
     u = np.full(n, np.inf, np.float32) if upper is None else np.asarray(upper, np.float32)
     if bounds is not None:
