@@ -8,7 +8,7 @@ on the first ``--n`` test points, in l_inf:
 * ``certify.certified_radius`` with CROWN (and CROWN-IBP, IBP for the MLPs;
   alpha-CROWN with ``--alpha``) inside ``[0, u]`` gives the lower bound ``l``;
   on the MLPs, branch and bound (``method='bab'``, ``--splits`` ReLUs split,
-  ``2**splits`` subdomains) on the first ``--bab-n`` points, one timed call
+  ``2**splits`` subdomains) on the first ``--bab-n`` points (default 100), one timed call
   (its compilation included), with CROWN's median ratio on the same points
   beside it (``crown_median_ratio_same_points``) and the median radius gain
   over CROWN;
@@ -188,13 +188,13 @@ def main(argv=None):
     p.add_argument("--milp-time", type=float, default=30.0, help="HiGHS seconds per point (all stages)")
     p.add_argument("--no-milp", action="store_true")
     p.add_argument("--bab-n", type=int, default=None,
-                   help="points for branch and bound on the MLPs (default 50; --quick 5; 0: none)")
+                   help="points for branch and bound on the MLPs (default 100; --quick 5; 0: none)")
     p.add_argument("--splits", type=int, default=8, help="ReLUs split by branch and bound (2**splits subdomains)")
     args = p.parse_args(argv)
     n = args.n or (10 if args.quick else 100)
     cnn_n = args.cnn_n or (4 if args.quick else 30)
     milp_n = args.milp_n or (3 if args.quick else 10)
-    bab_n = (5 if args.quick else 50) if args.bab_n is None else args.bab_n
+    bab_n = (5 if args.quick else 100) if args.bab_n is None else args.bab_n
     models = args.models or (MODELS[:2] if args.quick else MODELS)
     key = jax.random.PRNGKey(args.seed)
     out = {"benchmark": "certify_speed", "machine": C.machine_info(), "args": vars(args), "models": {},

@@ -30,7 +30,8 @@ the hidden activations, unit ``i`` costs ``|lam_i| u_i (-l_i) / (u_i - l_i)``
 term of BaBSR, Bunel et al. 2020); the ``k`` largest over all hidden layers
 are split.
 
-``bab_radius`` searches the radius by bisection inside ``[lower, upper]``
+``certified_radius(method='bab')`` searches the radius by bisection in log
+scale inside ``[lower, upper]``
 (CROWN's certified radius and an attack's distance): each round certifies the
 midpoint's ball on all ``2**k`` subdomains. Everything is one jitted program,
 points ``lax.map``ped in chunks.
