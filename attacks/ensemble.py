@@ -45,7 +45,7 @@ from attacks.ddn import DDNConfig, _ddn_jit, _ddn_warm_jit
 from attacks.fmn import FMNConfig, _fmn_jit, _fmn_warm_jit
 from attacks.losses import MIN_CLASSES
 from attacks.minimal import (SearchConfig, _minimal_below_jit, _minimal_jit, budget_schedule, check_eps_max,
-                             search_config)
+                             search_config, search_gradients)
 from attacks.result import MinimalResult
 
 
@@ -99,8 +99,7 @@ class Search:
                              radius=self.radius, polish_steps=self.polish_steps)
 
     def gradients_for(self, norm: str, n_classes: int) -> int:
-        cfg = self.config(norm, n_classes)
-        return (1 + cfg.search_steps) * cfg.restarts * cfg.engine.steps + cfg.polish_steps
+        return search_gradients(self.config(norm, n_classes), n_classes)
 
     def run(self, logits_fn, x, y, keys, norm, bounds, eps_max, n_classes, best=None) -> MinimalResult:
         cfg = self.config(norm, n_classes)

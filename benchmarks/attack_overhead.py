@@ -153,7 +153,7 @@ def bench_model(arch: str, n: int, args, key) -> dict:
     # The default schedule of minimal_distance for this model (the targeted
     # one for l_inf and l_2 on ten classes), unless given on the command line.
     cfg = attacks.minimal.search_config("linf", K, search_steps=s, steps=st, restarts=r)
-    G_min = (1 + cfg.search_steps) * cfg.candidates * cfg.restarts * cfg.engine.steps + cfg.polish_steps
+    G_min = attacks.minimal.search_gradients(cfg, K)
     G_cw = args.cw_bss * args.cw_steps
 
     def md(norm, radius):

@@ -261,11 +261,16 @@ def test_targeted_defaults_and_dlr_losses():
     s = np.sort(np.asarray(z))[::-1]
     assert float(dlr(z, 1)) == pytest.approx(-(-1.0 - 3.0) / (s[0] - s[2]))
     assert float(dlr_targeted(z, 0, 3)) == pytest.approx(-(3.0 - 0.5) / (s[0] - (s[2] + s[3]) / 2))
-    for norm, (steps, rounds, polish) in (("linf", (5, 8, 64)), ("l2", (7, 6, 56))):
+    from attacks.minimal import search_gradients
+    for norm, (steps, rounds, polish) in (("linf", (5, 8, 54)), ("l2", (7, 6, 46))):
         cfg = search_config(norm, 10)
         assert (cfg.restarts, cfg.engine.steps, cfg.search_steps, cfg.engine.loss) == (4, steps, rounds - 1, "dlr-t")
-        assert (cfg.warm_lanes, cfg.polish_steps) == (4, polish)
-        assert (1 + cfg.search_steps) * cfg.restarts * cfg.engine.steps + cfg.polish_steps == 224
+        assert (cfg.warm_lanes, cfg.polish_steps, cfg.target_rank) == (4, polish, "mixed")
+        # the ranking's Jacobian (10 backward passes) is part of the 224
+        assert (1 + cfg.search_steps) * cfg.restarts * cfg.engine.steps + cfg.polish_steps + 10 == 224
+        assert search_gradients(cfg, 10) == 224
+        # a lane for every other class: nothing to rank, nothing paid for it
+        assert search_config(norm, 4).target_rank == "logits"
         cfg2 = search_config(norm, 2)
         assert (cfg2.restarts, cfg2.engine.steps, cfg2.search_steps, cfg2.engine.loss) == (1, 20, 10, "margin")
         assert cfg2.polish_steps == 0
