@@ -466,7 +466,7 @@ def minimal_distance(
       loss: 'margin', 'ce', 'dlr' (Croce & Hein's difference of logits
         ratio, K >= 3), or a targeted loss: 'dlr-t' (targeted DLR, K >= 4) or
         'margin-t' (``z_t - z_y``); with a targeted loss lane ``r`` of each
-        round aims at the ``r``-th most likely other class at ``x`` (cycling),
+        round aims at the ``r``-th class of ``target_rank``'s order (cycling),
         so ``restarts`` is the number of target classes (APGD-T of Croce &
         Hein 2020 as the oracle). Default (None): 'dlr-t' for l_inf and l_2
         with several lanes on models of at least four classes, else

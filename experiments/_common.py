@@ -170,8 +170,9 @@ def zoo_evaluation(args, names: Sequence[str], norms: Sequence[str] = ("linf", "
     Table 1, Figures 2-4 and 7 compute each (model, norm) once. ``--quick``: 32
     points and a 40-gradient attack budget on the tiny stand-ins. Default
     attack: ``minimal_distance``'s default schedule (4 targeted APGD lanes x
-    5 steps x 8 radius rounds + 64 FMN steps for l_inf, x 7 steps x 6 rounds
-    + 56 for l_2: 224 gradients per point) and,
+    5 steps x 8 radius rounds + 54 FMN steps for l_inf, x 7 steps x 6 rounds
+    + 46 for l_2, + a 10-pass Jacobian ranking the targets: 224 gradients per
+    point) and,
     for l_2, also CW (10 constants x 100 steps), keeping per point the smaller
     verified distance.
     """

@@ -47,8 +47,9 @@ class AttackSettings:
 
     ``search_steps``/``steps``/``restarts``/``polish_steps`` None:
     ``attacks.minimal_distance``'s defaults for the model's number of classes
-    (for l_inf on 10 classes: 4 targeted lanes x 5 steps x 8 rounds + 64 FMN
-    steps; l_2: x 7 steps x 6 rounds + 56; 224 gradients per point). ``gradients``: instead, that
+    (for l_inf on 10 classes: 4 targeted lanes x 5 steps x 8 rounds + 54 FMN
+    steps + the 10-pass Jacobian that ranks the targets; l_2: x 7 steps x 6
+    rounds + 46 + 10; 224 gradients per point). ``gradients``: instead, that
     schedule scaled to about this many gradients per point. ``cw``: for l_2
     also run Carlini-Wagner and keep the smaller verified distance per point.
     """
