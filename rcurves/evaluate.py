@@ -50,8 +50,11 @@ class AttackSettings:
     (for l_inf on 10 classes: 4 targeted lanes x 5 steps x 8 rounds + 54 FMN
     steps + the 10-pass Jacobian that ranks the targets; l_2: x 7 steps x 6
     rounds + 46 + 10; 224 gradients per point). ``gradients``: instead, that
-    schedule scaled to about this many gradients per point. ``cw``: for l_2
-    also run Carlini-Wagner and keep the smaller verified distance per point.
+    schedule scaled to about this many gradients per point. ``ensemble``:
+    spend that budget (default 1,000) in ``attacks.ensemble``'s default
+    members instead (independent searches and FMN from 600 gradients).
+    ``cw``: for l_2 also run Carlini-Wagner and keep the smaller verified
+    distance per point.
     """
 
     search_steps: Optional[int] = None
@@ -59,6 +62,7 @@ class AttackSettings:
     restarts: Optional[int] = None
     polish_steps: Optional[int] = None
     gradients: Optional[int] = None
+    ensemble: bool = False
     cw: bool = True
     cw_binary_search_steps: int = 5
     cw_steps: int = 50
@@ -69,7 +73,7 @@ class AttackSettings:
 
         return DistanceConfig(
             norm=norm, search_steps=self.search_steps, steps=self.steps, restarts=self.restarts,
-            polish_steps=self.polish_steps, gradients=self.gradients, eps_max=eps_max,
+            polish_steps=self.polish_steps, gradients=self.gradients, ensemble=self.ensemble, eps_max=eps_max,
             cw=self.cw and norm == "l2", cw_binary_search_steps=self.cw_binary_search_steps,
             cw_steps=self.cw_steps, cw_lr=self.cw_lr, bounds=bounds,
         )

@@ -197,6 +197,31 @@ def test_distance_config_validation():
         DistanceConfig(gradients=0)
     with pytest.raises(ValueError, match="gradients: a budget replaces steps"):
         DistanceConfig(gradients=100, steps=5)
+    with pytest.raises(ValueError, match="ensemble"):
+        DistanceConfig(ensemble=True, restarts=2)
+
+
+def test_ensemble_distances_in_a_run(tmp_path):
+    """``ensemble=True``: each chunk's distances are ``attacks.ensemble``'s
+    with the default members for the budget and the points' own keys; every
+    one re-checked and never below the exact distance."""
+    from attacks.ensemble import default_attacks
+    from rcurves.runner import point_keys
+    rng = np.random.default_rng(4)
+    W, b = rng.normal(size=(5, 6)), rng.normal(size=5) * 0.1
+    f = multiclass_linear(W, b)
+    x = rng.random((12, 6)).astype(np.float32) * 0.5 + 0.25
+    y = np.asarray(np.argmax(x @ W.T + b, axis=1))
+    cfg = DistanceConfig(norm="linf", ensemble=True, gradients=600, bounds=None, eps_max=2.0)
+    res = run_chunked(make_distance_fn(f, cfg), x, y, key=KEY, out_dir=str(tmp_path / "ens"),
+                      config=cfg.to_dict(), chunk_size=6, progress=False)
+    direct = attacks.ensemble(f, x, y, norm="linf", key=point_keys(KEY, np.arange(12)), bounds=None, eps_max=2.0,
+                              attacks=default_attacks("linf", 600, 5))
+    # chunks of 6 against one batch of 12: equal up to XLA's batch-size-dependent float rounding
+    np.testing.assert_allclose(res["distance"], np.asarray(direct.distance), rtol=1e-4)
+    exact = exact_multiclass(W, b, x, y, "linf")
+    assert np.all(res["distance"] >= exact * (1 - 1e-5))
+    assert np.median(res["distance"] / exact) < 1.01
 
 
 def test_search_schedule_defaults_and_budget():
@@ -214,7 +239,8 @@ def test_search_schedule_defaults_and_budget():
     for fn, n_classes in ((ten, 10), (two, 2)):
         kw = search_schedule(fn, x, DistanceConfig(norm="linf", gradients=120))
         assert kw == budget_schedule("linf", 120, n_classes)
-        spent = (1 + kw["search_steps"]) * kw["restarts"] * kw["steps"] + kw["polish_steps"]
+        from attacks.minimal import search_config, search_gradients
+        spent = search_gradients(search_config("linf", n_classes, **kw), n_classes)   # the ranking included
         assert abs(spent - 120) <= (1 + kw["search_steps"]) * kw["restarts"]
     assert search_schedule(ten, x, DistanceConfig(norm="linf", gradients=120))["restarts"] == 4
     assert search_schedule(two, x, DistanceConfig(norm="linf", gradients=120))["restarts"] == 1
