@@ -123,7 +123,8 @@ def linear_distances(fn1: Callable, x: jax.Array, y: jax.Array, norm: str,
     """
     logits, vjp = jax.vjp(fn1, x)
     K = logits.shape[-1]
-    eye = jnp.eye(K, dtype=logits.dtype)
+    # the cotangents take the logits' type (under shard_map: varying over the mesh axis, as vjp requires)
+    eye = jnp.eye(K, dtype=logits.dtype) + jnp.zeros_like(logits)
     (jac,) = jax.vmap(vjp)(eye)                                   # (K, *shape)
     jac = jac.reshape(K, -1)
     g = jac - jac[y]                                              # grad of z_t - z_y
