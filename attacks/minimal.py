@@ -13,8 +13,8 @@ For each point, rounds of PGD at candidate radii narrow a bracket
   points of the ball (Croce & Hein 2020's restarts), with APGD step sizes;
 * with a targeted loss (the default for l_inf and l_2 on models of at least
   four classes, ``TARGETED_SCHEDULE``) lane ``r`` maximises the targeted DLR
-  loss toward its own class (APGD-T, Croce & Hein 2020), every target's lane
-  warm-started; the classes are ranked (``target_rank``) by logit at ``x``
+  loss toward its own class (APGD-T, Croce & Hein 2020), each lane starting
+  every round from its own last point (``warm='own'``); the classes are ranked (``target_rank``) by logit at ``x``
   or by the distance to their boundary of the model linearised at ``x``
   inside the box (``attacks.ranking``), by default alternately. A single untargeted lane
   follows the one class whose boundary it met first; on trained networks
@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, NamedTuple, Optional, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -84,6 +84,7 @@ class SearchConfig:
     polish_steps: int = 0             # FMN steps from the best adversarial after the search
     warm_lanes: int = 1               # lanes 0 .. warm_lanes-1 start from the best point, the rest at random
     target_rank: str = "logits"       # targeted lanes aim at classes ranked by 'logits' or 'linear' distance
+    own_lanes: bool = False           # warm='own': lane r starts each round from its own last point
 
 
 class SearchState(NamedTuple):
@@ -94,6 +95,7 @@ class SearchState(NamedTuple):
     m_hi: jax.Array   # () logit margin at hi for the secant (> 0; halved by Illinois)
     side: jax.Array   # () which end moved last: +1 hi, -1 lo, 0 none yet (Illinois)
     m_best: jax.Array  # () logit margin of best itself (for the final ray search)
+    lanes: Any = None  # (restarts, *shape) each lane's last highest-loss point (warm='own'), else None
 
 
 #: FMN's first step in the final polish, as a fraction of the distance
@@ -171,7 +173,7 @@ def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, boun
             step = eps * (cfg.rel_step if cfg.rel_step is not None else 2.0)
             t = targets[r]
             all_warm = cfg.warm_lanes >= R
-            if all_warm and geo.name == "l2":
+            if all_warm and geo.name == "l2" and not cfg.own_lanes:
                 # The warm start is best projected onto the smaller ball: for
                 # l_2 the point of the segment x -> best at distance eps, a
                 # rescaling by eps / hi (hi = ||best - x||, from the lane
@@ -179,6 +181,8 @@ def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, boun
                 scale = jnp.minimum(1.0, eps / jnp.maximum(st.hi, 1e-30))
                 return run_lane(fn1, x, y, eps, (st.best - x) * scale, step, cfg.engine, bounds, feasible=True,
                                 target=t)
+            if cfg.own_lanes:
+                return run_lane(fn1, x, y, eps, st.lanes[r] - x, step, cfg.engine, bounds, target=t)
             warm = geo.project(st.best - x, eps)
             d0 = warm if all_warm else jnp.where(r < cfg.warm_lanes, warm, geo.random(rk, x.shape, eps))
             return run_lane(fn1, x, y, eps, d0, step, cfg.engine, bounds, target=t)
@@ -218,8 +222,9 @@ def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, boun
         lo_c = jnp.max(jnp.where(failed & (cands < hi), cands, 0.0))
         lo = jnp.minimum(jnp.maximum(st.lo, lo_c), hi)
         lo = jnp.where(jnp.isfinite(hi), lo, 0.0)
+        lanes = res.point_max[0] if cfg.own_lanes else st.lanes
         if not falsi:
-            return st._replace(lo=lo, hi=hi, best=best), None
+            return st._replace(lo=lo, hi=hi, best=best, lanes=lanes), None
         m_hi = jnp.where(better, cand_margin, st.m_hi)
         m_best = jnp.where(better, cand_margin, st.m_best)
         m_fail = jnp.max(jnp.where(failed, jnp.max(res.margin_max, axis=1), -jnp.inf))
@@ -235,10 +240,11 @@ def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, boun
         m_lo = jnp.where((moved == 1) & (st.side == 1), 0.5 * m_lo, m_lo)
         m_hi = jnp.where((moved == -1) & (st.side == -1), 0.5 * m_hi, m_hi)
         side = jnp.where(moved != 0, moved, st.side)
-        return SearchState(lo, hi, best, m_lo, m_hi, side, m_best), None
+        return SearchState(lo, hi, best, m_lo, m_hi, side, m_best, lanes), None
 
     st0 = SearchState(like(x, 0.0), like(x, jnp.inf), x, m_clean, like(x, 0.0),
-                      like(x, 0, jnp.int32), like(x, 0.0))
+                      like(x, 0, jnp.int32), like(x, 0.0),
+                      jnp.broadcast_to(x, (R,) + x.shape) if cfg.own_lanes else None)
     if init is not None:
         p0, n0, m0 = init
         known = jnp.isfinite(n0)
@@ -481,10 +487,19 @@ def minimal_distance(
         and a select over the input per step).
       radius: 'falsi' or 'bisect' (see the module docstring); None for the
         per-norm default ``DEFAULT_RADIUS``.
-      warm: which lanes of a round start from the best adversarial so far
-        (projected onto the round's ball): 'first' (the others start from
-        random points of the ball) or 'all'. Default (None): with a targeted
-        loss the first lane of every target class, else the first lane.
+      warm: where a round's lanes start: 'first' (the first lane from the
+        best adversarial so far, projected onto the round's ball, the others
+        from random points of the ball), 'all' (every lane from the best) or
+        'own' (every lane from its own highest-loss point of the previous
+        round, projected: each target's lane keeps to its own class's
+        boundary instead of restarting from whichever class won). Default
+        (None): 'own' with a targeted loss, else 'first'. Measured against a
+        6,000-gradient reference (90th-percentile excess, 256 points, the
+        CNNs 64-128), 'own' against every lane from the best: l_inf 0.47 ->
+        0.42% (digits MLP AT), 0.98 -> 0.60% (CNN l_inf 0.3 AT), 1.89 ->
+        1.16% (CNN l_inf 0.1 AT), 0.26 -> 0.16% (CNN ST), MNIST MLP AT
+        0.42 -> 0.47%; l_2 on the CNN l_inf 0.3 AT 17.6 -> 8.3%, the others
+        within 0.1%.
       polish_steps: FMN steps (``attacks.fmn``, Pintor et al. 2021) after the
         search, from its best adversarial with steps relative to its
         distance (``POLISH_ALPHA``): FMN walks along the boundary where the
@@ -552,10 +567,10 @@ def search_config(norm: str, n_classes: int, *, search_steps=None, steps=None, r
         polish_steps = default_polish_steps(norm, n_classes)
     polish_steps = checks.check_positive_int(polish_steps, "polish_steps", minimum=0)
     loss = check_loss(default_loss(norm, restarts, n_classes) if loss is None else loss, n_classes)
-    if warm is None:   # every target's first lane from the best point; untargeted: the first lane
-        warm_lanes = min(restarts, n_classes - 1) if loss in TARGETED_LOSSES else 1
-    else:
-        warm_lanes = {"first": 1, "all": restarts}[checks.check_choice(warm, ("first", "all"), "warm")]
+    if warm is None:   # targeted: every lane from its own last point; untargeted: the first lane from the best
+        warm = "own" if loss in TARGETED_LOSSES else "first"
+    warm_lanes = {"first": 1, "all": restarts, "own": restarts}[checks.check_choice(warm, ("first", "all", "own"),
+                                                                                      "warm")]
     if step_size is not None:
         step_size = checks.check_positive_float(step_size, "step_size")
     target_rank = checks.check_choice(DEFAULT_TARGET_RANK if target_rank is None else target_rank,
@@ -569,7 +584,7 @@ def search_config(norm: str, n_classes: int, *, search_steps=None, steps=None, r
     return SearchConfig(
         engine=engine, search_steps=search_steps, restarts=restarts, candidates=candidates,
         refine_steps=refine_steps, rel_step=step_size, radius=radius, warm_lanes=warm_lanes,
-        polish_steps=polish_steps, target_rank=target_rank,
+        polish_steps=polish_steps, target_rank=target_rank, own_lanes=warm == "own",
     )
 
 

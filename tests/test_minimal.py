@@ -265,7 +265,7 @@ def test_targeted_defaults_and_dlr_losses():
     for norm, (steps, rounds, polish) in (("linf", (5, 8, 54)), ("l2", (7, 6, 46))):
         cfg = search_config(norm, 10)
         assert (cfg.restarts, cfg.engine.steps, cfg.search_steps, cfg.engine.loss) == (4, steps, rounds - 1, "dlr-t")
-        assert (cfg.warm_lanes, cfg.polish_steps, cfg.target_rank) == (4, polish, "mixed")
+        assert (cfg.warm_lanes, cfg.own_lanes, cfg.polish_steps, cfg.target_rank) == (4, True, polish, "mixed")
         # the ranking's Jacobian (10 backward passes) is part of the 224
         assert (1 + cfg.search_steps) * cfg.restarts * cfg.engine.steps + cfg.polish_steps + 10 == 224
         assert search_gradients(cfg, 10) == 224
