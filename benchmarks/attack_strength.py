@@ -83,9 +83,11 @@ def methods(search_steps: int, steps: int, norm: str = "linf", n_classes: int = 
     other = "bisect" if DEFAULT_RADIUS[norm] == "falsi" else "falsi"
     G = (1 + search_steps) * steps
     rounds_c = max(2, (search_steps + 1) * 5 // 11)
+    # The others without the FMN polish that minimal_distance adds by default
+    # on models of four or more classes: each spends exactly its G.
     return {
         "fixed-step": dict(search_steps=search_steps, steps=steps, step_size=0.1, restarts=1, refine_steps=0,
-                           radius="bisect", track="norm"),
+                           radius="bisect", track="norm", polish_steps=0),
         # the library's default (attacks.minimal): for fewer than four classes one lane of
         # ``steps`` for l_inf / l_2, two lanes of ``steps // 2`` for l_1; for more, l_inf / l_2
         # four targeted lanes (TARGETED_SCHEDULE), its steps scaled to the same budget
@@ -93,16 +95,19 @@ def methods(search_steps: int, steps: int, norm: str = "linf", n_classes: int = 
         # the other radius search (attacks.minimal.DEFAULT_RADIUS): bisection with a
         # ray search every round where the default is regula falsi, and vice versa
         f"radius={other}": dict(search_steps=search_steps, steps=max(1, steps // lanes), restarts=lanes,
-                                radius=other),
-        "one lane": dict(search_steps=search_steps, steps=steps, restarts=1, loss="margin"),
-        "restarts=2": dict(search_steps=search_steps, steps=max(1, steps // 2), restarts=2, loss="margin"),
+                                radius=other, polish_steps=0),
+        "one lane": dict(search_steps=search_steps, steps=steps, restarts=1, loss="margin", polish_steps=0),
+        "restarts=2": dict(search_steps=search_steps, steps=max(1, steps // 2), restarts=2, loss="margin", polish_steps=0),
         "candidates=3": dict(search_steps=rounds_c - 1, steps=max(1, G // (3 * rounds_c)), candidates=3,
-                             restarts=1),
+                             restarts=1, polish_steps=0),
     }
 
 
-def budget(kw) -> int:
-    return (1 + kw["search_steps"]) * kw.get("candidates", 1) * kw["restarts"] * kw["steps"] + kw.get("polish_steps", 0)
+def budget(kw, norm: str = "linf", n_classes: int = 2) -> int:
+    """Gradients per point of ``minimal_distance(**kw)`` on a model of
+    ``n_classes`` classes (the target ranking's Jacobian included)."""
+    from attacks.minimal import search_config, search_gradients
+    return search_gradients(search_config(norm, n_classes, **kw), n_classes)
 
 
 # ---------------------------------------------------------------------------
@@ -220,7 +225,7 @@ def run_exact(args, key, norms_filter):
                                                bounds=None, **kw)
                 d = np.asarray(res.distance, np.float64)
                 t = time.perf_counter() - t0
-                row = {"model": pname, "norm": norm, "method": mname, "G": budget(kw),
+                row = {"model": pname, "norm": norm, "method": mname, "G": budget(kw, norm, K),
                        "n": int(ok.sum()), **ratio_stats(d[ok], ex[ok]), "wall_s": t}
                 rows.append(row)
                 print(f"  {pname:22s} {norm:4s} {mname:12s} median {row['median_ratio']:.4f} "
@@ -247,7 +252,7 @@ def run_mnist(args, key):
         for i, mname in enumerate(dists):
             others = np.delete(D, i, axis=0).min(axis=0)
             rows.append({
-                "model": "MNIST MLP", "norm": norm, "method": mname, "G": budget(ms[mname]),
+                "model": "MNIST MLP", "norm": norm, "method": mname, "G": budget(ms[mname], norm, 10),
                 "n": x.shape[0], "median_dist": C.median(D[i]),
                 "broken": float(np.mean(np.isfinite(D[i]))),
                 "is_smallest": float(np.mean(D[i] <= best * (1 + 1e-4))),
