@@ -182,7 +182,14 @@ def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, boun
                 return run_lane(fn1, x, y, eps, (st.best - x) * scale, step, cfg.engine, bounds, feasible=True,
                                 target=t)
             if cfg.own_lanes:
-                return run_lane(fn1, x, y, eps, st.lanes[r] - x, step, cfg.engine, bounds, target=t)
+                own = st.lanes[r] - x
+                if geo.name == "l2":
+                    # the lane's last point lies in the box and a larger
+                    # ball: rescaled toward x it is in the box and this
+                    # ball (one norm, no projection and clip)
+                    scale = jnp.minimum(1.0, eps / jnp.maximum(geo.norm(own), 1e-30))
+                    return run_lane(fn1, x, y, eps, own * scale, step, cfg.engine, bounds, feasible=True, target=t)
+                return run_lane(fn1, x, y, eps, own, step, cfg.engine, bounds, target=t)
             warm = geo.project(st.best - x, eps)
             d0 = warm if all_warm else jnp.where(r < cfg.warm_lanes, warm, geo.random(rk, x.shape, eps))
             return run_lane(fn1, x, y, eps, d0, step, cfg.engine, bounds, target=t)
