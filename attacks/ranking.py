@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 
 #: Bisection halvings of the linearised box distances.
-ROUNDS = 40
+ROUNDS = 16
 
 
 def _room(g: jax.Array, x: jax.Array, bounds) -> jax.Array:
