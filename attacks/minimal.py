@@ -86,6 +86,12 @@ class SearchConfig:
     target_rank: str = "logits"       # targeted lanes aim at classes ranked by 'logits' or 'linear' distance
     own_lanes: bool = False           # warm='own': lane r starts each round from its own last point
 
+    @property
+    def ranked(self) -> bool:
+        """Whether the lanes' targets are ranked by linearised distance
+        (``attacks.ranking``: a Jacobian per point, ``search_gradients``)."""
+        return self.target_rank in ("linear", "mixed") and self.engine.loss in TARGETED_LOSSES
+
 
 class SearchState(NamedTuple):
     lo: jax.Array     # () largest radius at which the attack failed (below hi)
@@ -153,7 +159,7 @@ def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, boun
     ks = jnp.arange(1, K + 1, dtype=jnp.float32)
     m_clean = margin(logits_clean, y)
     target = 2 * CONFIDENCE_RTOL * jnp.maximum(1.0, jnp.max(jnp.abs(logits_clean)))
-    if cfg.target_rank in ("linear", "mixed") and cfg.engine.loss in TARGETED_LOSSES:
+    if cfg.ranked:
         dist_lin, _ = linear_distances(fn1, x, y, geo.name, bounds)
         targets = nearest_targets(dist_lin, logits_clean, y, R, mix=cfg.target_rank == "mixed")
     else:
@@ -173,23 +179,20 @@ def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, boun
             step = eps * (cfg.rel_step if cfg.rel_step is not None else 2.0)
             t = targets[r]
             all_warm = cfg.warm_lanes >= R
-            if all_warm and geo.name == "l2" and not cfg.own_lanes:
-                # The warm start is best projected onto the smaller ball: for
-                # l_2 the point of the segment x -> best at distance eps, a
-                # rescaling by eps / hi (hi = ||best - x||, from the lane
-                # that found it), inside the ball and the box as it is.
-                scale = jnp.minimum(1.0, eps / jnp.maximum(st.hi, 1e-30))
-                return run_lane(fn1, x, y, eps, (st.best - x) * scale, step, cfg.engine, bounds, feasible=True,
+            # the warm start: the lane's own last point (warm='own') or the best
+            start = st.lanes[r] if cfg.own_lanes else st.best
+            if all_warm and geo.name == "l2":
+                # For l_2 the warm start is projected onto the smaller ball
+                # as the point of the segment x -> start at distance eps, a
+                # rescaling by eps / ||start - x|| (for the best point that
+                # norm is hi, from the lane that found it), inside the ball
+                # and the box as it is.
+                nrm = geo.norm(start - x) if cfg.own_lanes else st.hi
+                scale = jnp.minimum(1.0, eps / jnp.maximum(nrm, 1e-30))
+                return run_lane(fn1, x, y, eps, (start - x) * scale, step, cfg.engine, bounds, feasible=True,
                                 target=t)
             if cfg.own_lanes:
-                own = st.lanes[r] - x
-                if geo.name == "l2":
-                    # the lane's last point lies in the box and a larger
-                    # ball: rescaled toward x it is in the box and this
-                    # ball (one norm, no projection and clip)
-                    scale = jnp.minimum(1.0, eps / jnp.maximum(geo.norm(own), 1e-30))
-                    return run_lane(fn1, x, y, eps, own * scale, step, cfg.engine, bounds, feasible=True, target=t)
-                return run_lane(fn1, x, y, eps, own, step, cfg.engine, bounds, target=t)
+                return run_lane(fn1, x, y, eps, start - x, step, cfg.engine, bounds, target=t)
             warm = geo.project(st.best - x, eps)
             d0 = warm if all_warm else jnp.where(r < cfg.warm_lanes, warm, geo.random(rk, x.shape, eps))
             return run_lane(fn1, x, y, eps, d0, step, cfg.engine, bounds, target=t)
@@ -397,8 +400,7 @@ def budget_schedule(norm: str, gradients: int, n_classes: int) -> dict:
     r, s = default_schedule(norm, n_classes=n_classes)
     rounds = 1 + default_search_steps(norm, n_classes)
     polish = default_polish_steps(norm, n_classes)
-    rank = search_gradients(search_config(norm, n_classes, search_steps=0, steps=1, restarts=r, polish_steps=0),
-                            n_classes) - r
+    rank = gradients_for_ranking(n_classes) if search_config(norm, n_classes).ranked else 0
     total = rounds * r * s + polish
     polish = int(round(max(gradients - rank, 0) * polish / total))
     steps = max(2, int(round((gradients - rank - polish) / (rounds * r))))
@@ -412,8 +414,7 @@ def search_gradients(cfg: SearchConfig, n_classes: int) -> int:
     (``attacks.ranking``: one backward pass per class) when the lanes'
     targets are ranked by linearised distance."""
     lanes = (1 + cfg.search_steps) * cfg.candidates * cfg.restarts * cfg.engine.steps
-    ranked = cfg.target_rank in ("linear", "mixed") and cfg.engine.loss in TARGETED_LOSSES
-    return lanes + cfg.polish_steps + (gradients_for_ranking(n_classes) if ranked else 0)
+    return lanes + cfg.polish_steps + (gradients_for_ranking(n_classes) if cfg.ranked else 0)
 
 
 def check_loss(loss, n_classes: int) -> str:

@@ -147,12 +147,10 @@ class DistanceConfig:
         for name in ("search_steps", "polish_steps"):
             if getattr(self, name) is not None:
                 checks.check_positive_int(getattr(self, name), name, minimum=0)
-        if self.gradients is not None:
-            given = [n for n in ("search_steps", "steps", "restarts", "polish_steps") if getattr(self, n) is not None]
-            if given:
-                raise ValueError(f"gradients: a budget replaces {', '.join(given)}; give one or the other")
+        given = [n for n in ("search_steps", "steps", "restarts", "polish_steps") if getattr(self, n) is not None]
+        if self.gradients is not None and given:
+            raise ValueError(f"gradients: a budget replaces {', '.join(given)}; give one or the other")
         if self.ensemble:
-            given = [n for n in ("search_steps", "steps", "restarts", "polish_steps") if getattr(self, n) is not None]
             if given or self.candidates != 1:
                 raise ValueError(f"ensemble: the ensemble's members replace {', '.join(given) or 'candidates'}; "
                                  "give a budget (gradients) instead")
