@@ -190,10 +190,11 @@ def seed_and_end(x, u_hat, x_seed, eps, bounds, cfg: CapConfig):
 
 
 def misclassified(logits: jax.Array, y: jax.Array) -> jax.Array:
-    """``argmax(logits) != y`` (first index wins ties), without an arg-reduction."""
+    """``argmax(logits) != y`` (first index wins ties), without an arg-reduction; never for
+    non-finite logits."""
     z_y = logits[y]
     idx = jnp.arange(logits.shape[-1])
-    return jnp.any((logits > z_y) | ((logits == z_y) & (idx < y)))
+    return jnp.any((logits > z_y) | ((logits == z_y) & (idx < y))) & jnp.all(jnp.isfinite(logits))
 
 
 class WarmProjection(NamedTuple):
@@ -373,7 +374,8 @@ def _cap_jit(logits_fn, x, y, eps, u, alpha, keys, *, cfg: CapConfig, bounds):
     xa, adv, feas = jax.vmap(point)(flat(x), y, eps, flat(u), alpha, keys)
     xa = xa.reshape(x.shape)
     # Re-check on the returned batch with the user's batched logits_fn.
-    adv = adv & (jnp.argmax(logits_fn(xa), axis=-1) != y)
+    la = logits_fn(xa)
+    adv = adv & (jnp.argmax(la, axis=-1) != y) & jnp.all(jnp.isfinite(la), axis=-1)
     return ConstrainedResult(xa, adv, feas)
 
 

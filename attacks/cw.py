@@ -45,7 +45,7 @@ from attacks.engine import flat, single
 from attacks.losses import confidently_adversarial, margin
 from attacks.norms import like
 from attacks.refine import ray_search
-from attacks.result import MinimalResult, finalize
+from attacks.result import MinimalResult, finalize, raise_nonfinite
 from attacks.xla import program
 
 _ATANH_CLIP = 1.0 - 1e-6
@@ -321,7 +321,7 @@ def carlini_wagner_l2(
         abort_early=bool(abort_early),
         refine_steps=checks.check_positive_int(refine_steps, "refine_steps", minimum=0),
     )
-    return _cw_jit(logits_fn, x, y, cfg=cfg, bounds=bounds)
+    return raise_nonfinite(_cw_jit(logits_fn, x, y, cfg=cfg, bounds=bounds))
 
 
 __all__ = ["CWConfig", "carlini_wagner_l2"]

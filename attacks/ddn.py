@@ -52,7 +52,7 @@ from attacks.engine import flat, single
 from attacks.losses import confidently_adversarial, margin
 from attacks.norms import clip_box, l2_norm, like
 from attacks.refine import ray_search
-from attacks.result import MinimalResult, finalize
+from attacks.result import MinimalResult, finalize, raise_nonfinite
 from attacks.xla import program
 
 _TINY = 1e-12
@@ -251,8 +251,8 @@ def ddn(
         loss=loss,
     )
     refine_steps = checks.check_positive_int(refine_steps, "refine_steps", minimum=0)
-    return _ddn_jit(logits_fn, x, y, keys, init_eps, jnp.int32(refine_steps), cfg=cfg,
-                    bounds=bounds)
+    return raise_nonfinite(_ddn_jit(logits_fn, x, y, keys, init_eps, jnp.int32(refine_steps), cfg=cfg,
+                                    bounds=bounds))
 
 
 __all__ = ["DDNConfig", "cosine_schedule", "ddn", "loss_direction", "max_l2_in_box"]

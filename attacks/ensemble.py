@@ -50,7 +50,7 @@ from attacks.fmn import FMNConfig, _fmn_jit, _fmn_warm_jit
 from attacks.losses import MIN_CLASSES
 from attacks.minimal import (SearchConfig, _minimal_below_jit, _minimal_jit, budget_schedule, check_eps_max,
                              search_config, search_gradients, targeted_default)
-from attacks.result import MinimalResult
+from attacks.result import MinimalResult, raise_nonfinite
 
 
 class EnsembleResult(NamedTuple):
@@ -351,7 +351,7 @@ def ensemble(
 
     best, winner, results = None, jnp.full((n,), -1, jnp.int32), []
     for i, m in enumerate(members):
-        res = m.run(logits_fn, x, y, _member_keys(keys, i), norm, bounds, eps_max, n_classes, best)
+        res = raise_nonfinite(m.run(logits_fn, x, y, _member_keys(keys, i), norm, bounds, eps_max, n_classes, best))
         results.append(res)
         if best is None:
             best = res

@@ -58,7 +58,7 @@ from attacks.engine import flat, mask_box_gradient, single
 from attacks.losses import confidently_adversarial, margin
 from attacks.norms import Geometry, clip_box, geometry, l1_norm, l2_norm, like, linf_norm
 from attacks.refine import ray_search
-from attacks.result import MinimalResult, finalize
+from attacks.result import MinimalResult, finalize, raise_nonfinite
 from attacks.xla import program
 
 _TINY = 1e-12
@@ -276,7 +276,7 @@ def fmn(
         l1_step=l1_step,
     )
     refine_steps = checks.check_positive_int(refine_steps, "refine_steps", minimum=0)
-    return _fmn_jit(logits_fn, x, y, jnp.int32(refine_steps), cfg=cfg, bounds=bounds)
+    return raise_nonfinite(_fmn_jit(logits_fn, x, y, jnp.int32(refine_steps), cfg=cfg, bounds=bounds))
 
 
 __all__ = ["FMNConfig", "fmn", "max_norm_in_box"]

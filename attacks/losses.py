@@ -62,8 +62,9 @@ def margin_targeted(logits: jax.Array, y: jax.Array, t: jax.Array) -> jax.Array:
 
 
 def is_adversarial(logits: jax.Array, y: jax.Array) -> jax.Array:
-    """The verification criterion: argmax(logits) != y."""
-    return jnp.argmax(logits) != y
+    """The verification criterion: argmax(logits) != y, with every logit finite (a model that
+    returns NaN or inf at a point has not been fooled there, it has failed)."""
+    return (jnp.argmax(logits) != y) & jnp.all(jnp.isfinite(logits))
 
 
 #: Relative logit-margin tolerance of :func:`confidently_adversarial`.

@@ -66,7 +66,7 @@ from attacks.norms import geometry, like
 from attacks.losses import CONFIDENCE_RTOL, MIN_CLASSES, TARGETED_LOSSES, margin
 from attacks.ranking import gradients_for_ranking, linear_distances, nearest_targets
 from attacks.refine import ray_search
-from attacks.result import MinimalResult, finalize
+from attacks.result import MinimalResult, finalize, raise_nonfinite
 from attacks.xla import program
 
 
@@ -541,7 +541,7 @@ def minimal_distance(
                         polish_steps=polish_steps, target_rank=target_rank)
     keys = checks.check_key(key, n)
     eps_max = check_eps_max(eps_max, norm, bounds, x)
-    return _minimal_jit(logits_fn, x, y, keys, eps_max, cfg=cfg, bounds=bounds)
+    return raise_nonfinite(_minimal_jit(logits_fn, x, y, keys, eps_max, cfg=cfg, bounds=bounds))
 
 
 def check_eps_max(eps_max, norm: str, bounds, x) -> jax.Array:

@@ -54,12 +54,19 @@ def finalize(
     The distance is computed from the returned arrays, so
     ``||x_adv - x|| == distance`` exactly. ``clean_logits``: ``logits_fn(x)``
     when the caller already has them (saves a forward pass).
+
+    Non-finite logits (NaN, inf) never count as a prediction: a candidate
+    with them is not adversarial, and a point whose clean logits are not
+    finite gets distance NaN and ``success=False`` (the public attacks turn
+    that into a ``ValueError`` naming the points: :func:`raise_nonfinite`).
     """
     if clean_logits is None:
         clean_logits = logits_fn(x)
-    clean_wrong = jnp.argmax(clean_logits, axis=-1) != y
+    clean_finite = jnp.all(jnp.isfinite(clean_logits), axis=-1)
+    clean_wrong = (jnp.argmax(clean_logits, axis=-1) != y) & clean_finite
     x_adv = jnp.where(_bcast(clean_wrong, x), x, x_adv)
-    adv_wrong = jnp.argmax(logits_fn(x_adv), axis=-1) != y
+    adv_logits = logits_fn(x_adv)
+    adv_wrong = (jnp.argmax(adv_logits, axis=-1) != y) & jnp.all(jnp.isfinite(adv_logits), axis=-1)
     inside = jnp.ones_like(adv_wrong)
     if bounds is not None:
         flat = x_adv.reshape(x_adv.shape[0], -1)
@@ -69,7 +76,28 @@ def finalize(
     dist = flat_norm(norm, x_adv - x)
     dist = jnp.where(ok, dist, jnp.inf)
     dist = jnp.where(clean_wrong, 0.0, dist)
-    return MinimalResult(dist.astype(jnp.float32), x_adv, ok | clean_wrong)
+    dist = jnp.where(clean_finite, dist, jnp.nan)     # the model failed at the clean point: no claim
+    return MinimalResult(dist.astype(jnp.float32), x_adv, (ok | clean_wrong) & clean_finite)
+
+
+def raise_nonfinite(result: MinimalResult, name: str = "logits_fn") -> MinimalResult:
+    """``result``, or a ``ValueError`` naming the points whose clean logits were not finite
+    (distance NaN, see :func:`finalize`). Inside a trace (a user's jit) the NaN stays the signal."""
+    import numpy as np
+
+    if isinstance(result.distance, jax.core.Tracer):
+        return result
+    d = result.distance
+    if getattr(d, "is_fully_addressable", True):
+        bad = np.flatnonzero(np.isnan(np.asarray(d)))
+    else:  # a global array over several processes: each checks the points it holds
+        bad = np.unique(np.concatenate([np.flatnonzero(np.isnan(np.asarray(s.data))) + (s.index[0].start or 0)
+                                      for s in d.addressable_shards] or [np.zeros(0, np.int64)]))
+    if bad.size:
+        shown = ", ".join(str(i) for i in bad[:10]) + (", ..." if bad.size > 10 else "")
+        raise ValueError(f"{name}: returned non-finite logits (NaN or inf) at the clean points {shown} "
+                         f"({bad.size} of {result.distance.shape[0]}); no distance can be claimed there")
+    return result
 
 
 def _bcast(mask: jax.Array, like: jax.Array) -> jax.Array:
@@ -106,4 +134,4 @@ def verify(logits_fn, x, y, result: MinimalResult, norm: str, bounds=None, rtol:
     return problems
 
 
-__all__ = ["MinimalResult", "finalize", "flat_norm", "verify"]
+__all__ = ["MinimalResult", "finalize", "flat_norm", "raise_nonfinite", "verify"]

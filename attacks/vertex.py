@@ -118,7 +118,8 @@ def _vertex_jit(logits_fn, x, y, eps, u, sigma, m, keys, *, cfg: CapConfig, boun
         return vertex_lane(fn1, xi, yi, ei, ui, ranks(si), mi, start, cfg, bounds)
 
     xa, adv, feas = jax.vmap(point)(x, y, eps, u, sigma, m, keys)
-    adv = adv & (jnp.argmax(logits_fn(xa), axis=-1) != y)
+    la = logits_fn(xa)
+    adv = adv & (jnp.argmax(la, axis=-1) != y) & jnp.all(jnp.isfinite(la), axis=-1)
     return ConstrainedResult(xa, adv, feas)
 
 

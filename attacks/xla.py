@@ -44,11 +44,14 @@ fusion that reads it.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from typing import Any, Callable, Dict, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
+
+from attacks.modeltree import merge_model, split_model
 
 YNN_OPTION = "xla_cpu_experimental_ynn_fusion_type"
 PASSES_OPTION = "xla_disable_hlo_passes"
@@ -184,11 +187,15 @@ def loop_model(logits_fn: Callable, shape=None) -> Callable:
     up to the summation order of the products (about 1e-7 relative on MNIST
     logits); the attacks' results are re-checked with ``logits_fn`` itself.
     ``shape``: the batched input shape the loop calls it with (None: decided
-    at the first call). Off with ``RCURVES_XLA_DEFAULTS=1``, and on other
-    backends; a model that cannot be traced apart from the attack (it closes
-    over a tracer of the user's transformation) is left as it is.
+    at the first call). Off with ``RCURVES_XLA_DEFAULTS=1`` or
+    ``RCURVES_CONV_REWRITE=0`` (the rewrite alone; the patches hold ``kh kw``
+    times the activations of each convolution, which
+    ``benchmarks/model_scale.py`` measures), and on other backends; a model
+    that cannot be traced apart from the attack (it closes over a tracer of
+    the user's transformation) is left as it is.
     """
-    if os.environ.get("RCURVES_XLA_DEFAULTS", "") not in ("", "0") or jax.default_backend() != "cpu":
+    if (os.environ.get("RCURVES_XLA_DEFAULTS", "") not in ("", "0") or os.environ.get("RCURVES_CONV_REWRITE") == "0"
+            or jax.default_backend() != "cpu"):
         return logits_fn
     from attacks.convrewrite import has_conv, patches_model
 
@@ -213,13 +220,21 @@ class Program:
     tracing (inside a user's ``jit``, ``vmap``, ``shard_map``, ``pmap``) goes
     to a plain ``jax.jit`` of the same function and is inlined into the
     caller's program.
+
+    A static ``logits_fn`` (the first argument) that is a pytree callable is
+    split (:func:`attacks.modeltree.split_model`): its skeleton is the static
+    argument and its array leaves are traced arguments, so every checkpoint
+    of one architecture shares the compiled program.
     """
 
     def __init__(self, fun: Callable, static_argnames: Sequence[str]):
         functools.update_wrapper(self, fun)
         self._fun = fun
         self._static = tuple(static_argnames)
-        self._plain = jax.jit(fun, static_argnames=self._static)
+        self._splits = "logits_fn" in self._static
+        target = _with_model_leaves(fun) if self._splits else fun
+        self._target = target
+        self._plain = jax.jit(target, static_argnames=self._static)
         self._tuned = None
 
     def jitted(self):
@@ -227,10 +242,21 @@ class Program:
         if self._tuned is None:
             opts = compiler_options()
             self._tuned = (self._plain if opts is None else
-                           jax.jit(self._fun, static_argnames=self._static, compiler_options=opts))
+                           jax.jit(self._target, static_argnames=self._static, compiler_options=opts))
         return self._tuned
 
+    def _split(self, args, kwargs):
+        if not self._splits:
+            return args, kwargs
+        if args:
+            static, leaves = split_model(args[0])
+            return (static, leaves) + tuple(args[1:]), kwargs
+        kwargs = dict(kwargs)
+        static, leaves = split_model(kwargs.pop("logits_fn"))
+        return (static, leaves), kwargs
+
     def __call__(self, *args, **kwargs):
+        args, kwargs = self._split(args, kwargs)
         leaves = jax.tree_util.tree_leaves((args, kwargs))
         if any(isinstance(v, jax.core.Tracer) for v in leaves):
             return self._plain(*args, **kwargs)
@@ -245,10 +271,35 @@ class Program:
             return self._plain(*args, **kwargs)
 
     def lower(self, *args, **kwargs):
+        args, kwargs = self._split(args, kwargs)
         return self.jitted().lower(*args, **kwargs)
+
+    def lower_plain(self, *args, **kwargs):
+        """``lower`` without the compile options (XLA's defaults), to compare the two."""
+        args, kwargs = self._split(args, kwargs)
+        return self._plain.lower(*args, **kwargs)
 
     def _cache_size(self) -> int:
         return self.jitted()._cache_size()
+
+
+def _with_model_leaves(fun: Callable) -> Callable:
+    """``fun(logits_fn, *a, **k)`` as ``g(logits_fn, model_leaves, *a, **k)`` that rebuilds the model
+    from its static part and traced leaves (:func:`attacks.modeltree.merge_model`), with a signature
+    jit can read the static argument names from."""
+    sig = inspect.signature(fun)
+    params = list(sig.parameters.values())
+    if not params or params[0].name != "logits_fn":
+        raise TypeError(f"{fun.__name__}: a program with a static logits_fn takes it as its first argument")
+    extra = inspect.Parameter("model_leaves", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+    def g(logits_fn, model_leaves, *args, **kwargs):
+        return fun(merge_model(logits_fn, model_leaves), *args, **kwargs)
+
+    functools.update_wrapper(g, fun)
+    g.__signature__ = sig.replace(parameters=[params[0], extra] + params[1:])
+    del g.__wrapped__
+    return g
 
 
 def program(*, static_argnames: Sequence[str] = ()) -> Callable[[Callable], Program]:

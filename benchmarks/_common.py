@@ -338,21 +338,37 @@ def flax_conv_cnn(params):
     return lambda x: model.apply(fp, x)
 
 
-def mnist_points(logits_fn: Callable, n: int, *, correct_only: bool = True):
-    """The first ``n`` MNIST test images (correctly classified ones if asked).
+def mnist_points(logits_fn: Callable, n: int, *, correct_only: bool = True, seed: int = 0):
+    """A stratified sample of ``n`` MNIST (5k) test images, correctly classified ones if asked.
 
-    Returns ``(x (n, 28, 28, 1) float32, y (n,) int32)`` as device arrays.
+    The first ``n`` of :func:`rcurves.sampling.interleaved_order` among the
+    eligible points (each class in proportion, to within one point;
+    :func:`rcurves.sampling.stratified`), so a benchmark never measures one
+    digit. Returns ``(x (n, 28, 28, 1) float32, y (n,) int32)`` as device arrays.
     """
     from rcurves.datasets import mnist
+    from rcurves.sampling import stratified
 
     x, y = mnist("test")
+    keep = np.ones(y.shape[0], bool)
     if correct_only:
         pred = np.asarray(jnp.argmax(jax.jit(logits_fn)(jnp.asarray(x)), axis=-1))
         keep = pred == y
-        x, y = x[keep], y[keep]
-    if n > x.shape[0]:
-        raise ValueError(f"--n: at most {x.shape[0]} test points available, got {n}")
-    return jnp.asarray(x[:n]), jnp.asarray(y[:n].astype(np.int32))
+    if n > int(keep.sum()):
+        raise ValueError(f"--n: at most {int(keep.sum())} test points available, got {n}")
+    idx = stratified(y, n, seed=seed, mask=keep)
+    return jnp.asarray(x[idx]), jnp.asarray(y[idx].astype(np.int32))
+
+
+def sample_points(x: np.ndarray, y: np.ndarray, n: int, seed: int = 0):
+    """A uniform random sample of ``n`` of the points (``rcurves.sampling.random_subset``, sorted)
+    and its description for the JSON: ``(x[idx], y[idx], info)``."""
+    from rcurves.sampling import describe, random_subset
+
+    n = min(int(n), int(y.shape[0]))
+    idx = random_subset(y.shape[0], n, seed=seed)
+    info = describe(y, idx, f"uniform random sample (seed {seed}) of {y.shape[0]} held-out points")
+    return x[idx], y[idx], info
 
 
 def margin_sum(logits: jax.Array, y: jax.Array) -> jax.Array:
@@ -364,6 +380,6 @@ def margin_sum(logits: jax.Array, y: jax.Array) -> jax.Array:
 
 __all__ = [
     "CACHE", "RESULTS", "ROOT", "Timing", "finite_quantile", "fmt", "load_string",
-    "machine_info", "margin_sum", "median", "mnist_model", "mnist_points", "parser",
+    "machine_info", "margin_sum", "median", "mnist_model", "mnist_points", "parser", "sample_points",
     "print_table", "time_interleaved", "timed", "write_json",
 ]

@@ -1,7 +1,8 @@
 """Certified radii against attack distances: the band around the true curve, and the time per point.
 
 For each zoo model (standard and adversarially trained, digits and MNIST),
-on the first ``--n`` test points, in l_inf:
+on the first ``--n`` test points (the held-out splits are served class-interleaved,
+so a prefix is a stratified sample), in l_inf:
 
 * ``attacks.minimal_distance`` (default schedule) gives each point's upper
   bound ``u`` (an adversarial, re-checked);
@@ -29,7 +30,7 @@ on the first ``--n`` test points, in l_inf:
   time on free cores.
 
 MILP (``certify.exact_search``, HiGHS, ``--milp-time`` seconds per point) on
-the first ``--milp-n`` correctly classified points of the digits MLPs: how
+the first ``--milp-n`` correctly classified points (a stratified prefix) of the digits MLPs: how
 many distances become exact, and how far the lower bound rises above
 CROWN's (the band narrowed on those points). A small digits MLP 64-32-32-10
 trained here in a few seconds (Adam, 30 epochs) shows the exact curve where

@@ -5,7 +5,7 @@ Foolbox is optional: without it this script says so and exits 0
 jitted model (``fb.JAXModel(jax.jit(logits_fn), bounds=(0, 1))``), its best
 case; its attacks still run their step loops eagerly in Python.
 
-Same model, same points (the first ``--n`` correctly classified MNIST test
+Same model, same points (a stratified sample of ``--n`` correctly classified MNIST test
 images), one process:
 
 * l_inf: ``attacks.minimal_distance(norm='linf')`` (defaults: 10 search

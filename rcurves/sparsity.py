@@ -391,11 +391,12 @@ def _chunks(n: int, size: int):
         yield np.arange(s, min(s + size, n))
 
 
-@functools.partial(jax.jit, static_argnames=("logits_fn",))
+@program(static_argnames=("logits_fn",))
 def _classify(logits_fn, x, x_plain, y):
-    """(clean prediction correct, plain adversarial misclassified), ``(n,)`` each."""
-    correct = jnp.argmax(logits_fn(x), axis=-1) == y
-    broken = jnp.argmax(logits_fn(x_plain), axis=-1) != y
+    """(clean prediction correct, plain adversarial misclassified), ``(n,)`` each (finite logits only)."""
+    lc, lp = logits_fn(x), logits_fn(x_plain)
+    correct = (jnp.argmax(lc, axis=-1) == y) & jnp.all(jnp.isfinite(lc), axis=-1)
+    broken = (jnp.argmax(lp, axis=-1) != y) & jnp.all(jnp.isfinite(lp), axis=-1)
     return correct, broken
 
 

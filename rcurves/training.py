@@ -20,9 +20,17 @@ Data augmentation (``augment``, for the models of paper 004, Table 1): random
 shifts of up to ``shift`` pixels with zero fill (``'shift'``), additive
 Gaussian noise of standard deviation ``noise_std`` clipped to the box
 (``'noise'``), mixup with ``Beta(mixup_alpha, mixup_alpha)`` weights
-(``'mixup'``, Zhang et al. 2018) and cutout of a ``cutout`` x ``cutout``
-square set to 0 (``'cutout'``, DeVries & Taylor 2017). Augmentation is drawn
-from its own key inside the jitted step and applied before the AT attack.
+(``'mixup'``, Zhang et al. 2018), cutout of a ``cutout`` x ``cutout``
+square set to 0 (``'cutout'``, DeVries & Taylor 2017), CutMix (``'cutmix'``,
+Yun et al. 2019: a box of area fraction ``1 - lam``, ``lam ~ Beta(1, 1)``,
+pasted from another image of the batch, labels mixed by area) and RICAP
+(``'ricap'``, Takahashi et al. 2018: four images cropped around a boundary
+point drawn from ``Beta(ricap_beta, ricap_beta)`` per axis and tiled, labels
+mixed by area). ``augment_prob`` < 1 applies it to that fraction of the
+examples only (004 Table 3's "50 %" rows). Augmentation is drawn from its
+own key inside the jitted step and applied before the AT attack; mixing
+augmentations train on soft labels, and AT attacks the label of the
+largest share.
 
 One jitted ``train_step(state, x, y, key, eps) -> (state, metrics)`` does the
 attack, the gradient and the update; the driver :func:`train` loops over
@@ -47,7 +55,8 @@ from attacks import checks
 from rcurves.models import ModelConfig, Params, apply_fn, init_params, make_logits_fn
 
 METHODS = ("st", "at")
-AUGMENTS = ("none", "shift", "noise", "mixup", "cutout")
+AUGMENTS = ("none", "shift", "noise", "mixup", "cutout", "cutmix", "ricap")
+MIXING = ("mixup", "cutmix", "ricap")   # augmentations that mix images and their labels
 LR_SCHEDULES = ("constant", "cosine")
 
 
@@ -75,6 +84,8 @@ class TrainConfig:
       noise_std: standard deviation of the Gaussian noise ('noise').
       mixup_alpha: Beta parameter of the mixing weight ('mixup').
       cutout: side of the square set to 0 ('cutout'; images only).
+      ricap_beta: Beta parameter of RICAP's boundary point ('ricap').
+      augment_prob: fraction of the examples augmented (each independently).
     """
 
     method: str = "st"
@@ -94,6 +105,8 @@ class TrainConfig:
     noise_std: float = 0.3
     mixup_alpha: float = 1.0
     cutout: int = 10
+    ricap_beta: float = 0.3
+    augment_prob: float = 1.0
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -119,6 +132,11 @@ class TrainConfig:
         checks.check_positive_int(self.cutout, "cutout")
         object.__setattr__(self, "noise_std", checks.check_positive_float(self.noise_std, "noise_std"))
         object.__setattr__(self, "mixup_alpha", checks.check_positive_float(self.mixup_alpha, "mixup_alpha"))
+        object.__setattr__(self, "ricap_beta", checks.check_positive_float(self.ricap_beta, "ricap_beta"))
+        p = checks.check_positive_float(self.augment_prob, "augment_prob")
+        if p > 1.0:
+            raise ValueError(f"augment_prob: expected a fraction in (0, 1], got {self.augment_prob!r}")
+        object.__setattr__(self, "augment_prob", p)
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict; augmentation settings that the chosen ``augment``
@@ -126,11 +144,12 @@ class TrainConfig:
         configurations written before those fields existed keep their cache keys."""
         d = dataclasses.asdict(self)
         d["bounds"] = list(self.bounds) if self.bounds is not None else None
-        used = {"shift": "shift", "noise": "noise_std", "mixup": "mixup_alpha", "cutout": "cutout"}
-        for name in ("shift", "noise_std", "mixup_alpha", "cutout"):
+        used = {"shift": "shift", "noise": "noise_std", "mixup": "mixup_alpha", "cutout": "cutout",
+                "ricap": "ricap_beta"}
+        for name in ("shift", "noise_std", "mixup_alpha", "cutout", "ricap_beta"):
             if used.get(self.augment) != name:
                 d.pop(name)
-        for name, default in (("lr_schedule", "constant"), ("augment", "none")):
+        for name, default in (("lr_schedule", "constant"), ("augment", "none"), ("augment_prob", 1.0)):
             if d[name] == default:
                 d.pop(name)
         return d
@@ -150,7 +169,11 @@ class TrainConfig:
     def name(self) -> str:
         """Short label, e.g. 'ST', 'AT-linf-0.3', 'ST+shift'."""
         base = "ST" if self.method == "st" else f"AT-{self.norm}-{self.eps:g}"
-        return base if self.augment == "none" else f"{base}+{self.augment}"
+        if self.method == "at" and self.attack_steps == 1:
+            base += "-1step"
+        if self.augment == "none":
+            return base
+        return f"{base}+{self.augment}" + ("" if self.augment_prob == 1.0 else f"{self.augment_prob:.0%}")
 
 
 class TrainState(NamedTuple):
@@ -224,6 +247,100 @@ def augment_batch(cfg: TrainConfig, x: jax.Array, key: jax.Array) -> jax.Array:
     return jax.vmap(cut_one)(x, centres)
 
 
+def mix_batch(cfg: TrainConfig, x: jax.Array, targets: jax.Array, key: jax.Array) -> Tuple[jax.Array, jax.Array]:
+    """One random mixing augmentation of a batch: ``(x (b, ...), targets (b, K))`` -> mixed pair.
+
+    ``targets`` are label distributions (one-hot for plain labels); the mixed
+    targets weight each source image's by its share of the output.
+
+    'mixup': one ``lam ~ Beta(mixup_alpha, mixup_alpha)`` per batch,
+    ``x' = lam x + (1 - lam) x[perm]``. 'cutmix' (per example): ``lam ~ U(0, 1)``,
+    a box of side ``sqrt(1 - lam)`` times the image's, centred uniformly and
+    clipped at the border, taken from ``x[perm]``; the weight is the pasted
+    area. 'ricap' (per example): a boundary point ``(h, w)`` with
+    ``h / H, w / W ~ Beta(ricap_beta, ricap_beta)`` splits the output in four
+    rectangles, each filled from a random crop of the same size of another
+    image of the batch (four permutations); weights are the areas.
+    """
+    b = x.shape[0]
+    if cfg.augment == "mixup":
+        k_lam, k_perm = jax.random.split(key)
+        lam = jax.random.beta(k_lam, cfg.mixup_alpha, cfg.mixup_alpha).astype(x.dtype)
+        perm = jax.random.permutation(k_perm, b)
+        return lam * x + (1.0 - lam) * x[perm], lam * targets + (1.0 - lam) * targets[perm]
+    if x.ndim not in (3, 4):
+        raise ValueError(f"augment={cfg.augment!r}: needs image inputs (b, H, W[, C]), got shape {x.shape}")
+    h, w = x.shape[1], x.shape[2]
+    rows = jnp.arange(h)[:, None]
+    cols = jnp.arange(w)[None, :]
+
+    def expand(m, img):
+        return m.reshape(m.shape + (1,) * (img.ndim - 2))
+
+    if cfg.augment == "cutmix":
+        k_lam, k_c, k_perm = jax.random.split(key, 3)
+        lam = jax.random.uniform(k_lam, (b,))
+        centres = jax.random.uniform(k_c, (b, 2)) * jnp.array([h, w])
+        perm = jax.random.permutation(k_perm, b)
+
+        def one(img, other, l, c):
+            r = jnp.sqrt(1.0 - l)
+            r0 = jnp.clip(jnp.round(c[0] - r * h / 2), 0, h)
+            r1 = jnp.clip(jnp.round(c[0] + r * h / 2), 0, h)
+            c0 = jnp.clip(jnp.round(c[1] - r * w / 2), 0, w)
+            c1 = jnp.clip(jnp.round(c[1] + r * w / 2), 0, w)
+            box = (rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)
+            return jnp.where(expand(box, img), other, img), jnp.mean(box)
+
+        xs, share = jax.vmap(one)(x, x[perm], lam, centres)
+        share = share.astype(targets.dtype)[:, None]
+        return xs, (1.0 - share) * targets + share * targets[perm]
+    # ricap
+    k_b, k_off, k_perm = jax.random.split(key, 3)
+    frac = jax.random.beta(k_b, cfg.ricap_beta, cfg.ricap_beta, (b, 2))
+    bh = jnp.round(frac[:, 0] * h).astype(jnp.int32)
+    bw = jnp.round(frac[:, 1] * w).astype(jnp.int32)
+    perms = jax.vmap(lambda k: jax.random.permutation(k, b))(jax.random.split(k_perm, 4))   # (4, b)
+    u = jax.random.uniform(k_off, (4, b, 2))
+
+    def one(i, bh_i, bw_i, u_i):
+        # quadrants: 0 top-left (bh, bw), 1 top-right (bh, w - bw), 2 bottom-left, 3 bottom-right
+        top = rows < bh_i
+        left = cols < bw_i
+        quad = jnp.where(top, 0, 2) + jnp.where(left, 0, 1)                 # (h, w)
+        qh = jnp.array([bh_i, bh_i, h - bh_i, h - bh_i])
+        qw = jnp.array([bw_i, w - bw_i, bw_i, w - bw_i])
+        qr0 = jnp.array([0, 0, bh_i, bh_i])
+        qc0 = jnp.array([0, bw_i, 0, bw_i])
+        oy = jnp.floor(u_i[:, 0] * (h - qh + 1)).astype(jnp.int32)          # crop origin in the source
+        ox = jnp.floor(u_i[:, 1] * (w - qw + 1)).astype(jnp.int32)
+        src_r = jnp.clip(rows - qr0[quad] + oy[quad], 0, h - 1)
+        src_c = jnp.clip(cols - qc0[quad] + ox[quad], 0, w - 1)
+        src = perms[:, i][quad]                                              # (h, w) source image per pixel
+        img = x[src, src_r, src_c]
+        share = (qh * qw).astype(targets.dtype) / (h * w)
+        return img, share @ targets[perms[:, i]]
+
+    return jax.vmap(one)(jnp.arange(b), bh, bw, jnp.swapaxes(u, 0, 1))
+
+
+def augment(cfg: TrainConfig, x: jax.Array, targets: jax.Array, key: jax.Array) -> Tuple[jax.Array, jax.Array]:
+    """``cfg.augment`` applied to a batch ``(x (b, ...), targets (b, K))``, to each example
+    independently with probability ``cfg.augment_prob`` (the others are returned unchanged)."""
+    if cfg.augment == "none":
+        return x, targets
+    k_do, k_apply = jax.random.split(key)
+    if cfg.augment in MIXING:
+        x_new, t_new = mix_batch(cfg, x, targets, k_do)
+    else:
+        x_new, t_new = augment_batch(cfg, x, k_do), targets
+    if cfg.augment_prob >= 1.0:
+        return x_new, t_new
+    on = jax.random.bernoulli(k_apply, cfg.augment_prob, (x.shape[0],))
+    return (jnp.where(on.reshape((-1,) + (1,) * (x.ndim - 1)), x_new, x),
+            jnp.where(on[:, None], t_new, targets))
+
+
 def make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
     """The jitted ``step(state, x, y, key, eps, lr=None) -> (state, metrics)``.
 
@@ -248,26 +365,19 @@ def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
     apply = apply_fn(model_cfg)
     opt = make_optimizer(cfg)
 
-    def loss_fn(params, x, y, y2, lam):
+    def loss_fn(params, x, targets):
         logits = apply(params, x)
-        ce = optax.softmax_cross_entropy_with_integer_labels
-        loss = (lam * ce(logits, y) + (1.0 - lam) * ce(logits, y2)).mean()
+        loss = optax.softmax_cross_entropy(logits, targets).mean()
         return loss, logits
 
     @jax.jit
     def step(state: TrainState, x, y, key, eps, lr=None):
         lr = cfg.lr if lr is None else lr
-        y2, lam = y, jnp.ones((), jnp.float32)
+        targets = jax.nn.one_hot(y, model_cfg.n_classes, dtype=jnp.float32)
         if cfg.augment != "none":
             k_aug = jax.random.fold_in(jax.random.fold_in(key, 0x5A17), state.step)
-            if cfg.augment == "mixup":
-                k_lam, k_perm = jax.random.split(k_aug)
-                lam = jax.random.beta(k_lam, cfg.mixup_alpha, cfg.mixup_alpha).astype(jnp.float32)
-                perm = jax.random.permutation(k_perm, x.shape[0])
-                x = lam * x + (1.0 - lam) * x[perm]
-                y2 = y[perm]
-            else:
-                x = augment_batch(cfg, x, k_aug)
+            x, targets = augment(cfg, x, targets, k_aug)
+            y = jnp.argmax(targets, axis=-1)        # the label of the largest share: what AT attacks
         if cfg.method == "at":
             frozen = jax.lax.stop_gradient(state.params)
 
@@ -280,7 +390,7 @@ def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
                 step_size=cfg.rel_step * eps / cfg.attack_steps, bounds=cfg.bounds, loss="ce",
             )
             x = jax.lax.stop_gradient(x_adv)
-        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, x, y, y2, lam)
+        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, x, targets)
         direction, opt_state = opt.update(grads, state.opt_state, state.params)
         params = jax.tree_util.tree_map(lambda p, u: p - lr * u, state.params, direction)
         acc = jnp.mean(jnp.argmax(logits, axis=-1) == y)
@@ -315,6 +425,7 @@ def train(
     y_val=None,
     progress: bool = True,
     desc: Optional[str] = None,
+    on_epoch: Optional[Callable[[int, Params, Dict[str, float]], None]] = None,
 ) -> TrainResult:
     """Train a model from scratch; deterministic in ``key`` (default ``PRNGKey(cfg.seed)``).
 
@@ -328,6 +439,10 @@ def train(
         epoch.
       progress: show a tqdm bar (points/s).
       desc: label of the bar.
+      on_epoch: called after every epoch as ``on_epoch(epoch, params, record)``
+        (1-based epoch, the parameters as numpy arrays, that epoch's history
+        record), e.g. to keep checkpoints along the way; it does not change
+        the training.
 
     Returns:
       ``TrainResult(params, history)``.
@@ -381,6 +496,8 @@ def train(
 
             rec["val_accuracy"] = accuracy(val_logits(model_cfg, state.params), x_val, y_val)
         history.append(rec)
+        if on_epoch is not None:
+            on_epoch(epoch + 1, jax.tree_util.tree_map(np.asarray, state.params), rec)
         if bar is not None:
             bar.set_postfix(loss=f"{rec['loss']:.3f}", acc=f"{rec['accuracy']:.3f}")
     if bar is not None:
@@ -417,7 +534,9 @@ __all__ = [
     "TrainResult",
     "TrainState",
     "eps_schedule",
+    "augment",
     "augment_batch",
+    "mix_batch",
     "init_state",
     "learning_rate",
     "make_optimizer",

@@ -34,8 +34,8 @@ import numpy as np
 from rcurves.models import ModelConfig, Params
 from rcurves.training import TrainConfig
 
-CACHE_VERSION = 2  # bump when training code changes what a recipe produces
-DATASETS = ("mnist", "digits")
+CACHE_VERSION = 3  # bump when training code changes what a recipe produces (3: soft-label mixing, interleaved splits)
+DATASETS = ("mnist", "mnist-full", "digits")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +132,42 @@ def _build_entries() -> Dict[str, ZooEntry]:
     e.append(ZooEntry("mnist-mlp-at-linf-0.1", "mnist", _mlp(_MNIST, (100, 100)),
                       TrainConfig(eps=0.1, epochs=20, warmup_epochs=2.0, **at),
                       "MLP 784-100-100-10, PGD AT l_inf 0.1"))
+    # --- full MNIST (60,000 / 10,000; the papers' data set): the C.1 CNN, batch 128 as in 000 C.1
+    stf = dict(method="st", epochs=10, batch_size=128, lr_schedule="cosine")
+    atf = dict(method="at", norm="linf", attack_steps=10, batch_size=128)
+    e.append(ZooEntry("mnist-full-cnn-st", "mnist-full", _cnn(), TrainConfig(**stf),
+                      "standard training on the 60,000 images, Adam 1e-3 with cosine decay, batch 128, 10 epochs"))
+    for eps, epochs, warm in ((0.1, 15, 1.0), (0.2, 20, 3.0), (0.3, 40, 5.0), (0.4, 40, 5.0)):
+        e.append(ZooEntry(f"mnist-full-cnn-at-linf-{eps:g}", "mnist-full", _cnn(),
+                          TrainConfig(eps=eps, epochs=epochs, warmup_epochs=warm, **atf),
+                          f"PGD AT (Madry et al.) l_inf {eps:g}, 10 steps of 2.5 eps / 10 from a random start, "
+                          f"constant Adam 1e-3, {epochs} epochs of 60,000 with a {warm:g}-epoch eps warm-up"))
+    e.append(ZooEntry("mnist-full-cnn-at-l2-1.5", "mnist-full", _cnn(),
+                      TrainConfig(method="at", norm="l2", eps=1.5, epochs=20, warmup_epochs=2.0, attack_steps=10,
+                                  batch_size=128),
+                      "PGD AT l_2 1.5: just below half the smallest l_2 inter-class distance of the 10k test "
+                      "set (000 Table 2: 3.03)"))
+    e.append(ZooEntry("mnist-full-cnn-at-linf-0.1-1step", "mnist-full", _cnn(),
+                      TrainConfig(eps=0.1, epochs=15, warmup_epochs=1.0, method="at", norm="linf", attack_steps=1,
+                                  rel_step=1.25, batch_size=128),
+                      "one-step AT l_inf 0.1 (FGSM from a random start, step 1.25 eps: Wong et al. 2020; "
+                      "004 Table 1 line 3)"))
+    e.append(ZooEntry("mnist-full-cnn-at-linf-0.1-shift", "mnist-full", _cnn(),
+                      TrainConfig(eps=0.1, epochs=15, warmup_epochs=1.0, augment="shift", **atf),
+                      "PGD AT l_inf 0.1 with random shifts of up to 2 pixels (004 Table 1: AT with and "
+                      "without augmentation; shifts are MNIST's crop)"))
+    for aug, why in (("shift", "random shifts of up to 2 pixels (the crop of 004 Table 3)"),
+                     ("noise", "Gaussian noise, std 0.3, clipped to [0, 1]"),
+                     ("cutout", "cutout of a 10x10 square"),
+                     ("mixup", "mixup, Beta(1, 1) weights"),
+                     ("cutmix", "CutMix, a box of U(0, 1) area from another image"),
+                     ("ricap", "RICAP, four crops tiled at a Beta(0.3, 0.3) boundary")):
+        e.append(ZooEntry(f"mnist-full-cnn-st-{aug}", "mnist-full", _cnn(), TrainConfig(augment=aug, **stf),
+                          f"ST with {why} (004 Table 3)"))
+        if aug in ("cutout", "mixup", "cutmix", "ricap"):
+            e.append(ZooEntry(f"mnist-full-cnn-st-{aug}50", "mnist-full", _cnn(),
+                              TrainConfig(augment=aug, augment_prob=0.5, **stf),
+                              f"ST with {why} on 50% of the examples (004 Table 3)"))
     # --- digits (8x8)
     e.append(ZooEntry("digits-mlp-st", "digits", _mlp(_DIGITS, (256, 256)),
                       TrainConfig(method="st", epochs=60, lr_schedule="cosine"),
@@ -235,8 +271,33 @@ def is_cached(name: "str | ZooEntry", cache: Optional[str] = None) -> bool:
     return os.path.isfile(os.path.join(checkpoint_path(_entry_of(name), cache), META_FILE))
 
 
+def epochs_dir(e: "ZooEntry | str", cache: Optional[str] = None) -> str:
+    """Where the checkpoints kept along an entry's training live: ``<checkpoint>-epochs/``."""
+    return checkpoint_path(_entry_of(e), cache) + "-epochs"
+
+
+def epoch_checkpoints(name: "str | ZooEntry", cache: Optional[str] = None) -> List[Tuple[int, str]]:
+    """``[(epoch, path), ...]`` of the checkpoints kept during the entry's training (sorted)."""
+    from rcurves.checkpoint import META_FILE
+
+    folder = epochs_dir(name, cache)
+    out = []
+    if os.path.isdir(folder):
+        for d in os.listdir(folder):
+            p = os.path.join(folder, d)
+            if d.startswith("epoch-") and d[6:].isdigit() and os.path.isfile(os.path.join(p, META_FILE)):
+                out.append((int(d[6:]), p))
+    return sorted(out)
+
+
+def kept_epochs(e: "ZooEntry | str", every: int) -> List[int]:
+    """The epochs a training with ``checkpoint_every=every`` keeps: every ``every``-th and the last."""
+    total = _entry_of(e).train.epochs
+    return sorted(set(range(every, total + 1, every)) | {total})
+
+
 def load(name: "str | ZooEntry", *, cache: Optional[str] = None, retrain: bool = False,
-         progress: bool = True) -> ZooModel:
+         progress: bool = True, checkpoint_every: Optional[int] = None) -> ZooModel:
     """The trained model of an entry, training and caching it the first time.
 
     Args:
@@ -245,6 +306,10 @@ def load(name: "str | ZooEntry", *, cache: Optional[str] = None, retrain: bool =
       cache: cache folder (default :func:`default_cache`).
       retrain: train even if a checkpoint is cached.
       progress: tqdm bar while training.
+      checkpoint_every: also keep a checkpoint every that many epochs (and at
+        the last) in :func:`epochs_dir`, for sweeps over the training
+        (:mod:`rcurves.sweep`); a cached model without them is trained again
+        (training is deterministic in its key: the final model is the same).
 
     Returns:
       :class:`ZooModel`.
@@ -255,8 +320,15 @@ def load(name: "str | ZooEntry", *, cache: Optional[str] = None, retrain: bool =
     x, y = train_data(e)
     fp = dataset_fingerprint(x, y)
     path = checkpoint_path(e, cache)
+    every = None
+    if checkpoint_every is not None:
+        from attacks.checks import check_positive_int
+
+        every = check_positive_int(checkpoint_every, "checkpoint_every")
+        have = {ep for ep, _ in epoch_checkpoints(e, cache)}
+        retrain = retrain or not set(kept_epochs(e, every)) <= have
     with _lock(path):   # two processes asking for the same untrained model: one trains, one waits
-        return _load_locked(e, x, y, fp, path, retrain=retrain, progress=progress)
+        return _load_locked(e, x, y, fp, path, retrain=retrain, progress=progress, every=every)
 
 
 @contextlib.contextmanager
@@ -275,7 +347,8 @@ def _lock(path: str):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def _load_locked(e: ZooEntry, x, y, fp: str, path: str, *, retrain: bool, progress: bool) -> ZooModel:
+def _load_locked(e: ZooEntry, x, y, fp: str, path: str, *, retrain: bool, progress: bool,
+                 every: Optional[int] = None) -> ZooModel:
     from rcurves.checkpoint import CheckpointError, load_checkpoint
     from rcurves.models import make_logits_fn
 
@@ -290,22 +363,31 @@ def _load_locked(e: ZooEntry, x, y, fp: str, path: str, *, retrain: bool, progre
             ckpt = None
     fresh = ckpt is None
     if fresh:
-        _train_and_save(e, x, y, fp, path, progress=progress)
+        _train_and_save(e, x, y, fp, path, progress=progress, every=every)
         ckpt = load_checkpoint(path)
     return ZooModel(e.name, e, make_logits_fn(ckpt.model, ckpt.params), ckpt.params, ckpt.model,
                     dict(ckpt.metrics), path, fresh)
 
 
-def _train_and_save(e: ZooEntry, x, y, fp: str, path: str, *, progress: bool) -> None:
+def _train_and_save(e: ZooEntry, x, y, fp: str, path: str, *, progress: bool, every: Optional[int] = None) -> None:
     import jax
 
     from rcurves.checkpoint import save_checkpoint
     from rcurves.models import accuracy, make_logits_fn
     from rcurves.training import train
 
+    on_epoch = None
+    if every is not None:
+        keep = set(kept_epochs(e, every))
+
+        def on_epoch(epoch, params, rec):
+            if epoch in keep:
+                save_checkpoint(os.path.join(path + "-epochs", f"epoch-{epoch:04d}"), params, e.model, train=e.train,
+                                data_fingerprint=fp, metrics={"epoch": epoch, "zoo_name": e.name, **rec})
+
     t0 = time.time()
     res = train(e.model, e.train, x, y, key=jax.random.PRNGKey(e.train.seed), progress=progress,
-                desc=f"train {e.name}")
+                desc=f"train {e.name}", on_epoch=on_epoch)
     xt, yt = test_data(e)
     metrics = {"train_seconds": round(time.time() - t0, 2), "history": res.history,
                "test_accuracy": accuracy(make_logits_fn(e.model, res.params), xt, yt),
@@ -323,7 +405,10 @@ __all__ = [
     "checkpoint_path",
     "default_cache",
     "entry",
+    "epoch_checkpoints",
+    "epochs_dir",
     "is_cached",
+    "kept_epochs",
     "load",
     "names",
     "test_data",

@@ -20,7 +20,7 @@ def _run(name, tmp_path):
     doc = json.loads((tmp_path / f"{name}.json").read_text())
     assert doc["quick"] and doc["claims"]
     for c in doc["claims"]:
-        assert c["verdict"] in ("reproduced", "differs", "not reproducible here")
+        assert c["verdict"] in ("reproduced", "differs", "inconclusive", "not reproducible here")
     return out, doc
 
 
@@ -45,6 +45,12 @@ def test_genuine_theorem2(tmp_path):
     assert any(v != "parabola c=4 (oracle, 1-NN of circle and line)" for v in out["standard_best"].values())
 
 
+def _import(name):
+    if str(EXP) not in sys.path:
+        sys.path.insert(0, str(EXP))
+    return importlib.import_module(name)
+
+
 def test_nn1_table3(tmp_path):
     from sklearn.neighbors import KNeighborsClassifier
 
@@ -60,17 +66,62 @@ def test_nn1_table3(tmp_path):
         for p in ("l2", "linf"):
             t = table[ds][p]
             assert t["lower"] <= t["majority_lower"] <= t["majority_upper"] <= t["upper"]
+            pc = table[ds][p + "_paper_convention"]
+            # the paper's ties (several nearest images) include the class-aware ones (several classes)
+            assert pc["ties"] >= t["ties"] and pc["lower"] <= t["lower"]
+            assert pc["upper"] == pytest.approx(pc["lower"] + pc["ties"], abs=1e-12)
     assert table["mnist"]["linf"]["ties"] > 0.2 and table["mnist"]["l2"]["ties"] == 0.0
+    # every rule of the file is a test: the paper's numbers are not those of the 5k MNIST (quick): differs
+    assert [c["verdict"] for c in doc["claims"][:2]] == ["differs", "differs"]
+
+
+def test_nn1_table3_paper_range_by_hand():
+    mod = _import("nn1_table3")
+    counts = np.array([[1, 0, 0], [2, 0, 0], [1, 1, 0], [0, 3, 1], [0, 1, 1]])
+    y = np.array([0, 0, 2, 1, 0])
+    r = mod.paper_range(counts, y)
+    # untied and right: row 0 only; tied: rows 1-4; majority right: rows 0, 1, 3 (row 4: a vote tie of 1 and 2)
+    assert r["lower"] == 0.2 and r["ties"] == 0.8 and r["upper"] == 1.0
+    assert r["majority_lower"] == 0.6 and r["majority_upper"] == 0.6
 
 
 def test_nn1_agreement(tmp_path):
     rows, doc = _run("nn1_agreement", tmp_path)
     for r in rows:
-        for key in ("linf_ignoring_ties", "linf_majority", "l2"):
+        for key in ("ignoring_ties", "majority", "l2"):
             a = r[key]
             assert a["n10"] == round(a["prop_a"] * a["differ"]) and a["n01"] == round(a["prop_b"] * a["differ"])
             want = scipy.stats.binomtest(a["n10"], a["n01"] + a["n10"], 0.5).pvalue if a["n01"] + a["n10"] else 1.0
             assert a["pvalue"] == pytest.approx(want, rel=1e-12)
+        # ignoring ties only changes which points agree with nobody: the ST/AT differing set is the same
+        assert r["ignoring_ties"]["differ"] == r["majority"]["differ"]
+    assert [c["item"].split(":")[-1].strip() for c in doc["claims"][:2]] == ["AT agrees less often",
+                                                                              "no significant difference"]
+
+
+def test_nn1_agreement_rules_can_fail():
+    mod = _import("nn1_agreement")
+    counts = np.array([[2, 0, 0], [1, 1, 0], [0, 0, 1]])
+    ref = mod.tie_references(counts)
+    assert ref["tie"].tolist() == [True, True, False]           # several nearest images, even of one class
+    assert ref["ignoring_ties"].tolist() == [-1, -1, 2] and ref["majority"].tolist() == [0, 0, 2]
+    # the paper's own counts: the direction holds (one-sided p = 0.027), the null is underpowered
+    d, n = mod.table1_verdicts((30, 16), (49, 40))
+    assert d.verdict == "inconclusive" and n.verdict == "inconclusive"   # majority's 49:40 needs ~600 points
+    d, n = mod.table1_verdicts((90, 48), (300, 150))
+    assert d.verdict == "reproduced" and n.verdict == "differs"          # 3x the paper's counts: significant
+    d, _ = mod.table1_verdicts((16, 30), (40, 49))
+    assert d.verdict in ("differs", "inconclusive")
+    d, _ = mod.table1_verdicts((20, 60), (150, 300))
+    assert d.verdict == "differs"                                         # AT agrees more, significantly
+    d, n = mod.table1_verdicts((400, 400), (1000, 1000))
+    assert d.verdict == "differs" and n.verdict == "reproduced"          # powered, no effect
+    # the sample sizes quoted in the rows are those at which the rules change their verdict
+    from rcurves.verdicts import null_effect, paired_direction
+    k = mod.discordant_needed(0.652, 0.05, two_sided=False)
+    assert 50 < k < 90 and paired_direction(k // 2, k - k // 2, effect=0.652).verdict == "differs"
+    k = mod.discordant_needed(0.652, 0.01, two_sided=True)
+    assert null_effect(k // 2, k - k // 2, alpha=0.01, effect=0.652).verdict == "reproduced"
 
 
 def test_nn1_exact_curve(tmp_path):
@@ -79,30 +130,113 @@ def test_nn1_exact_curve(tmp_path):
     assert e["rechecked"] == out["n"] == 10
     d, adv = np.asarray(e["distance"]), np.asarray(e["adv_distance"])
     assert np.all(d >= 0) and np.all(adv >= d) and np.all(adv <= d + 1e-3)
-    assert doc["claims"][1]["verdict"] == "reproduced"
+    assert doc["claims"][1]["verdict"] == "reproduced" and doc["claims"][1]["kind"] == "self-check"
+    assert doc["claims"][0]["kind"] == "beyond"
+
+
+def test_gap_difference_brute_force():
+    mod = _import("nn1_exact_curve")
+    rng = np.random.default_rng(0)
+    ref, a, b = (rng.uniform(0, 0.3, 50) for _ in range(3))
+    grid = np.linspace(0, 0.3, 7)
+    ra = lambda d: np.array([(d > g).mean() for g in grid])
+    diff, lo, hi = mod.gap_difference(ref, a, b, grid, n_boot=400)
+    assert diff == pytest.approx(np.abs(ra(a) - ra(ref)).mean() - np.abs(ra(b) - ra(ref)).mean(), abs=1e-12)
+    assert lo <= diff <= hi
+    assert mod.gap_difference(ref, a, a, grid, n_boot=50) == (0.0, 0.0, 0.0)
+    diff, lo, hi = mod.gap_difference(ref, ref + 1.0, ref, grid, n_boot=200)    # a far, b on the reference
+    assert diff > 0 and lo > 0
+
+
+def test_genuine_mnist(tmp_path):
+    out, doc = _run("genuine_mnist", tmp_path)
+    b = np.asarray(out["std_accuracy_bound"])
+    assert np.all(np.diff(b) <= 0) and np.all(b <= 1)                 # more overlap as eps grows
+    assert b[0] == 1.0 or out["closest"][0]["distance"] <= 2 * out["eps_l2"][0]
+    assert doc["claims"][2]["kind"] == "beyond"
+
+
+def test_interclass_pairs_and_bound_brute_force():
+    mod = _import("genuine_mnist")
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0, 1, (60, 4)).astype(np.float32)
+    y = rng.integers(0, 3, 60)
+    i, j, d = mod.interclass_pairs(x, y, 0.6, block=7)
+    full = np.sqrt(((x[:, None].astype(np.float64) - x[None]) ** 2).sum(-1))
+    want = {(a, c) for a in range(60) for c in range(a + 1, 60) if y[a] != y[c] and full[a, c] <= 0.6}
+    assert set(zip(i.tolist(), j.tolist())) == want and np.all(np.diff(d) >= 0)
+    assert np.allclose(d, full[i, j])
+    # the bound: a greedy matching is a matching (disjoint pairs), and maximal
+    m = mod.greedy_matching(i, j, 60)
+    used = np.zeros(60, bool)
+    for a, c in zip(i, j):
+        if not used[a] and not used[c]:
+            used[a] = used[c] = True
+    assert m == used.sum() // 2
+    assert all(used[a] or used[c] for a, c in zip(i, j))              # maximal: every edge touches the matching
+    assert mod.std_accuracy_bound(i, j, d, 60, [0.0, 0.3])[0] == 1.0
+    assert mod.multi_class_within(np.array([[0.1, 0.2, 1.0], [0.5, 2.0, 3.0]]), [0.15, 0.25]).tolist() == [0.0, 0.5]
+
+
+def test_pixel_count_feature(tmp_path):
+    out, doc = _run("pixel_count_feature", tmp_path)
+    lo, hi = out["auc_interval"]
+    assert lo < out["auc_8"] < hi
+    rob = out["robust"]
+    # a larger budget moves more pixels across 1/2 and cannot raise the worst-case accuracy
+    assert all(rob[a]["down_mean"] <= rob[b]["down_mean"] and rob[a]["robust_balanced_clean_t"]
+               >= rob[b]["robust_balanced_clean_t"] for a, b in zip(list(rob), list(rob)[1:]))
+
+
+def test_pixel_count_exact_range_brute_force():
+    from sklearn.metrics import roc_auc_score
+
+    mod = _import("pixel_count_feature")
+    k = np.arange(256)[None, :]                                   # every 8-bit level once
+    count, down, up = mod.count_range(k, 0.4)
+    v = k / 255.0
+    # brute force: the extreme perturbations v -+ 0.4, clipped to [0, 1], and which side of 1/2 they land on
+    assert count[0] == (v > 0.5).sum()
+    assert down[0] == ((v > 0.5) & (np.clip(v - 0.4, 0, 1) <= 0.5)).sum()
+    assert up[0] == ((v <= 0.5) & (np.clip(v + 0.4, 0, 1) > 0.5)).sum()
+    rng = np.random.default_rng(0)
+    pos, neg = rng.normal(1, 1, 80).round(1), rng.normal(0, 1, 120).round(1)
+    auc, lo, hi = mod.auc_interval(pos, neg)
+    assert auc == pytest.approx(roc_auc_score(np.r_[np.ones(80), np.zeros(120)], np.r_[pos, neg]), rel=1e-12)
+    assert lo < auc < hi
 
 
 def test_invariance_linf(tmp_path):
     out, doc = _run("invariance_linf", tmp_path)
     for eps, r in out["results"].items():
-        assert r["oracles"]["source"]["accepted"] == 1.0          # the source label always differs from y
+        assert r["oracles"]["source_label"]["accepted"] == 1.0    # the source label always differs from y
+        assert r["full_budget"] <= r["n"]
         for o in r["oracles"].values():
             assert 0.0 <= o["accepted"] <= 1.0
             assert o["n_accepted"] == round(o["accepted"] * r["n"])
             for m in o["models"].values():
                 assert m["k"] <= o["n_accepted"] and m["ci95"][0] <= m["agree"] <= m["ci95"][1] + 1e-12
+            for a_only, b_only in o["paired_vs_st"].values():
+                assert a_only + b_only <= o["n_accepted"]
     assert doc["claims"][0]["verdict"] == "not reproducible here"
+    mod = _import("invariance_linf")
+    assert mod.paired_agreement([1, 1, 0, 0, 1], [1, 0, 1, 0, 0]) == (2, 1)
 
 
 def test_invariance_robust_accuracy(tmp_path):
     table, doc = _run("invariance_robust_accuracy", tmp_path)
     for row in table.values():
-        for v in row.values():
-            assert 0.0 <= v <= 1.0 and abs(v * 24 - round(v * 24)) < 1e-9
+        assert row["n"] == 24
+        for e in ("0.3", "0.4"):
+            assert row["k_" + e] == round(row[e] * 24) and 0 <= row["k_" + e] <= 24
+    assert len(doc["claims"]) == len(table) + 1
 
 
 def test_overly_robust_dk(tmp_path):
     out, doc = _run("overly_robust_dk", tmp_path)
+    v = {c["item"]: c for c in doc["claims"]}
+    assert v["Lemma 7"]["verdict"] == "differs" and v["Lemma 6"]["verdict"] == "differs"    # the printed forms
+    assert v["Lemma 7 (corrected)"]["verdict"] != "differs" and v["Lemma 6 (corrected)"]["verdict"] == "reproduced"
     assert out["oracle_robust"] == {"0.49": 1.0, "0.5": 0.0}
     l7 = out["lemma7"]
     assert l7["robust_0.99"] == l7["accuracy"] and l7["invariance_agreement"] == 0.0
@@ -118,3 +252,24 @@ def test_overly_robust_dk(tmp_path):
                                                  / (2 / math.sqrt(1.05)))
                         + (1 - q) * scipy.stats.norm.cdf((2 / 1.05 - math.log((1 + 1 / 1.05) / (1 - 1 / 1.05)))
                                                          / (2 / math.sqrt(1.05))), rel_tol=1e-12)
+
+
+def test_cached_neighbors_resumes_and_matches(tmp_path):
+    import argparse
+
+    from rcurves.datasets import digits
+    from rcurves.nearest import nn1_neighbors
+
+    mod = _import("_cache_002_003")
+    xt, yt = digits("train")
+    xq = digits("test")[0][:50]
+    args = argparse.Namespace(quick=False, cache=str(tmp_path), no_progress=True)
+    want = nn1_neighbors(xt, yt, xq, p="linf", block=10)                         # blocks of 10: one compilation
+    first = mod.cached_neighbors(args, xt, yt, xq[:20], "linf", "t", chunk=10)   # a different query set: own file
+    got, sec = mod.cached_neighbors(args, xt, yt, xq, "linf", "t", chunk=10, return_seconds=True)
+    for f in ("distance", "counts", "class_distance"):
+        np.testing.assert_array_equal(getattr(got, f), getattr(want, f))
+    np.testing.assert_array_equal(first.counts, want.counts[:20])
+    assert sec > 0 and len(list((tmp_path / "nn1").glob("t-linf-*.npz"))) == 2
+    again = mod.cached_neighbors(args, xt, yt, xq, "linf", "t")                 # read back, nothing computed
+    np.testing.assert_array_equal(again.counts, want.counts)

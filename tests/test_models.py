@@ -119,7 +119,7 @@ def test_accuracy_counts_correct_predictions():
 
 def test_config_validation_and_round_trip():
     with pytest.raises(ValueError, match="arch"):
-        ModelConfig(arch="resnet")
+        ModelConfig(arch="transformer")
     with pytest.raises(ValueError, match="n_classes"):
         ModelConfig(arch="mlp", n_classes=1)
     with pytest.raises(ValueError, match="image_shape"):
@@ -129,7 +129,7 @@ def test_config_validation_and_round_trip():
     cfg = ModelConfig(arch="cnn", input_shape=(28, 28, 1), n_classes=10)
     assert ModelConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError, match="unknown fields"):
-        ModelConfig.from_dict({**cfg.to_dict(), "depth": 3})
+        ModelConfig.from_dict({**cfg.to_dict(), "heads": 3})
     assert hash(cfg) == hash(ModelConfig.from_dict(cfg.to_dict()))
 
 
@@ -149,3 +149,55 @@ def test_init_gives_lecun_scaled_weights_and_zero_biases():
     # LeCun normal: std 1/sqrt(fan_in) (truncated at 2 std, variance-corrected)
     assert abs(k.std() * math.sqrt(400) - 1.0) < 0.02
     assert np.all(np.asarray(p["Dense_0"]["bias"]) == 0) and np.all(np.asarray(p["Dense_1"]["bias"]) == 0)
+
+
+# ------------------------------------------------------------ ResNet (CIFAR-style)
+
+
+def _resnet_param_count(depth, width, k=10, c_in=3):
+    """He et al.'s CIFAR ResNet with 1x1 projections where the shape changes, counted by hand."""
+    n = (depth - 2) // 6
+    total = 9 * c_in * width + 2 * width                  # stem conv (no bias) + its batch norm scale/bias
+    c = width
+    for stage in range(3):
+        f = width * 2 ** stage
+        for block in range(n):
+            total += 9 * c * f + 2 * f + 9 * f * f + 2 * f
+            if c != f:
+                total += c * f + 2 * f
+            c = f
+    return total + c * k + k
+
+
+@pytest.mark.parametrize("depth,width", [(8, 4), (20, 16)])
+def test_resnet20_structure_and_frozen_batch_norm(depth, width):
+    import jax
+    import jax.numpy as jnp
+
+    from rcurves.models import ModelConfig, init_params, make_logits_fn
+
+    cfg = ModelConfig(arch="resnet", input_shape=(32, 32, 3), n_classes=10, depth=depth, width=width)
+    p = init_params(cfg, jax.random.PRNGKey(0))
+    trained = sum(int(a.size) for path, a in jax.tree_util.tree_leaves_with_path(p)
+                  if not str(path[-1]).endswith(("'mean']", "'var']")))
+    assert trained == _resnet_param_count(depth, width)
+    if (depth, width) == (20, 16):
+        assert trained == 272_474                        # ResNet-20: the 0.27M of He et al.
+    f = make_logits_fn(cfg, p)
+    x = jnp.asarray(np.random.RandomState(0).rand(3, 32, 32, 3).astype(np.float32))
+    assert f(x).shape == (3, 10)
+    # inference-mode batch norm is the affine map of its statistics: shifting a stem mean by m
+    # equals shifting that channel of the stem's output by -m
+    bn = [k for k in p if k.startswith("FrozenBatchNorm")][0]
+    p2 = jax.tree_util.tree_map(lambda a: a, p)
+    p2[bn] = dict(p[bn], mean=p[bn]["mean"] + 0.5, var=p[bn]["var"] * 4.0)
+    assert not np.allclose(np.asarray(make_logits_fn(cfg, p2)(x)), np.asarray(f(x)))
+    if depth != 8:
+        return
+    # the statistics get no gradient (training never changes them; checked on the small one)
+    from rcurves.models import apply_fn
+
+    g = jax.grad(lambda q: apply_fn(cfg)(q, x).sum())(p)
+    assert float(jnp.abs(g[bn]["mean"]).max()) == 0.0 and float(jnp.abs(g[bn]["var"]).max()) == 0.0
+    with pytest.raises(ValueError, match="depth"):
+        ModelConfig(arch="resnet", input_shape=(32, 32, 3), depth=21)

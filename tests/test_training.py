@@ -1,5 +1,6 @@
 """Standard and PGD adversarial training on scikit-learn's 8x8 digits."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -185,3 +186,41 @@ def test_mixup_training_reduces_its_loss():
     res = train(model, TrainConfig(augment="mixup", epochs=15, lr=0.05, batch_size=64), x, y, key=KEY,
                 progress=False)
     assert res.history[-1]["loss"] < res.history[0]["loss"] - 0.1
+
+
+@pytest.mark.parametrize("aug", ["cutmix", "ricap"])
+def test_cutmix_and_ricap_tile_source_pixels_and_weight_labels_by_area(aug):
+    """Every output pixel is a pixel of one source image; the soft label is the area share of each source."""
+    from rcurves.training import mix_batch
+
+    b, h, w = 6, 9, 7
+    # image j is the constant j + 1 (so a pixel names its source), labels j (one class each)
+    x = jnp.broadcast_to(jnp.arange(1, b + 1, dtype=jnp.float32)[:, None, None, None], (b, h, w, 1))
+    t = jnp.eye(b, dtype=jnp.float32)
+    for seed in range(5):
+        xs, ts = mix_batch(TrainConfig(augment=aug), x, t, jax.random.PRNGKey(seed))
+        xs, ts = np.asarray(xs)[..., 0], np.asarray(ts)
+        assert set(np.unique(xs)) <= set(range(1, b + 1))
+        np.testing.assert_allclose(ts.sum(1), 1.0, atol=1e-6)
+        for i in range(b):
+            area = np.bincount(xs[i].astype(int).ravel() - 1, minlength=b) / (h * w)
+            np.testing.assert_allclose(ts[i], area, atol=1e-6)
+
+
+def test_augment_prob_changes_that_fraction_and_names():
+    from rcurves.training import augment
+
+    cfg = TrainConfig(augment="noise", noise_std=0.5, augment_prob=0.5)
+    assert cfg.name == "ST+noise50%" and TrainConfig(method="at", eps=0.1, attack_steps=1).name == "AT-linf-0.1-1step"
+    assert "augment_prob" in cfg.to_dict() and "augment_prob" not in TrainConfig(augment="noise").to_dict()
+    with pytest.raises(ValueError, match="augment_prob"):
+        TrainConfig(augment_prob=1.5)
+    n = 2000
+    x = jnp.full((n, 4), 0.5, jnp.float32)
+    t = jax.nn.one_hot(jnp.zeros(n, jnp.int32), 2)
+    xs, ts = augment(cfg, x, t, KEY)
+    changed = np.any(np.asarray(xs) != 0.5, axis=1)
+    assert abs(changed.mean() - 0.5) < 4 * np.sqrt(0.25 / n)             # binomial, 4 sigma
+    np.testing.assert_array_equal(np.asarray(ts), np.asarray(t))        # noise keeps the labels
+    xs1, _ = augment(TrainConfig(augment="noise", noise_std=0.5), x, t, KEY)
+    assert np.all(np.any(np.asarray(xs1) != 0.5, axis=1))               # prob 1: every example

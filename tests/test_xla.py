@@ -58,7 +58,7 @@ def test_attack_program_keeps_reductions_out_of_ynnpack():
     cfg = SearchConfig(engine=EngineConfig(norm="linf", steps=3), search_steps=1)
     args = (binary_linear(w, b), jnp.asarray(x), jnp.asarray(y), attacks.checks.check_key(KEY, len(x)),
             jnp.full((len(x),), 10.0))
-    default = _minimal_jit._plain.lower(*args, cfg=cfg, bounds=None).compile().as_text()
+    default = _minimal_jit.lower_plain(*args, cfg=cfg, bounds=None).compile().as_text()
     if _ynn_reduce_fusions(default) == 0:
         pytest.skip("this jaxlib does not send reductions to YNNPACK by default")
     tuned = _minimal_jit.lower(*args, cfg=cfg, bounds=None).compile().as_text()
@@ -77,7 +77,7 @@ def test_attack_program_sums_norms_without_a_reduce_window():
     cfg = SearchConfig(engine=EngineConfig(norm="l2", steps=3), search_steps=1)
     args = (binary_linear(w, b), jnp.asarray(x), jnp.asarray(y), attacks.checks.check_key(KEY, len(x)),
             jnp.full((len(x),), 10.0))
-    default = _minimal_jit._plain.lower(*args, cfg=cfg, bounds=None).compile().as_text()
+    default = _minimal_jit.lower_plain(*args, cfg=cfg, bounds=None).compile().as_text()
     if "reduce-window" not in default:
         pytest.skip("this jaxlib does not rewrite long reductions")
     tuned = _minimal_jit.lower(*args, cfg=cfg, bounds=None).compile().as_text()

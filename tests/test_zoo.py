@@ -20,9 +20,12 @@ def test_entries_are_consistent():
     assert set(zoo.DEMO_MODELS) <= set(zoo.ENTRIES)
     for name, e in zoo.ENTRIES.items():
         assert e.name == name and e.dataset in zoo.DATASETS and e.note
-        assert e.model.input_shape == {"mnist": (28, 28, 1), "digits": (8, 8, 1)}[e.dataset]
+        assert e.model.input_shape == {"mnist": (28, 28, 1), "mnist-full": (28, 28, 1), "digits": (8, 8, 1)}[e.dataset]
         if "-at-" in name:
-            assert e.train.method == "at" and name.endswith(f"{e.train.norm}-{e.train.eps:g}")
+            head, sep, suffix = name.partition(f"-at-{e.train.norm}-{e.train.eps:g}")
+            assert e.train.method == "at" and sep and suffix in ("", "-1step", "-shift"), name
+            assert (suffix == "-1step") == (e.train.attack_steps == 1), name
+            assert (suffix == "-shift") == (e.train.augment == "shift"), name
     with pytest.raises(ValueError, match="name"):
         zoo.entry("mnist-resnet")
 
