@@ -144,3 +144,29 @@ def test_nan_candidates_are_never_adversarial():
     r = attacks.minimal_distance(nan_off_data, x, y, norm="linf", key=jax.random.PRNGKey(0), eps_max=1.0,
                                  search_steps=2, steps=3, bounds=None)
     assert np.all(np.isinf(np.asarray(r.distance))) and not np.any(np.asarray(r.success))
+
+
+def test_flax_nnx_modules_are_pytree_callables_sharing_programs():
+    """A flax nnx module is a pytree: its parameters are traced, a second module of the same
+    architecture compiles nothing, and the distances equal those of the same module as a closure."""
+    from flax import nnx
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs):
+            self.l1 = nnx.Linear(12, 8, rngs=rngs)
+            self.l2 = nnx.Linear(8, 3, rngs=rngs)
+
+        def __call__(self, x):
+            return self.l2(jax.nn.relu(self.l1(x.reshape(x.shape[0], -1))))
+
+    x = jnp.asarray(np.random.RandomState(3).rand(5, 12).astype(np.float32))
+    key = jax.random.PRNGKey(0)
+    m1, m2 = MLP(nnx.Rngs(0)), MLP(nnx.Rngs(1))
+    y1, y2 = (jnp.argmax(m(x), -1) for m in (m1, m2))
+    a = attacks.minimal_distance(m1, x, y1, norm="linf", key=key)
+    with compilations() as c:
+        b = attacks.minimal_distance(m2, x, y2, norm="linf", key=key)
+    assert len(c) == 0
+    closure = attacks.minimal_distance(lambda z: m2(z), x, y2, norm="linf", key=key)
+    np.testing.assert_allclose(np.asarray(b.distance), np.asarray(closure.distance), rtol=1e-5)
+    assert not np.allclose(np.asarray(a.distance), np.asarray(b.distance))    # the parameters did change
