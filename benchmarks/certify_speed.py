@@ -1,18 +1,21 @@
 """Certified radii against attack distances: the band around the true curve, and the time per point.
 
 For each zoo model (standard and adversarially trained, digits and MNIST),
-on the first ``--n`` test points (the held-out splits are served class-interleaved,
-so a prefix is a stratified sample), in l_inf:
+on ``--n`` uniformly random held-out points (``_common.sample_points``, seed
+``--seed``; the same points for every method), in l_inf and l_2:
 
 * ``attacks.minimal_distance`` (default schedule) gives each point's upper
   bound ``u`` (an adversarial, re-checked);
 * ``certify.certified_radius`` with CROWN (and CROWN-IBP, IBP for the MLPs;
   alpha-CROWN with ``--alpha``) inside ``[0, u]`` gives the lower bound ``l``;
-  on the MLPs, branch and bound (``method='bab'``, ``--splits`` ReLUs split,
-  ``2**splits`` subdomains) on the first ``--bab-n`` points (default 100), one timed call
-  (its compilation included), with CROWN's median ratio on the same points
-  beside it (``crown_median_ratio_same_points``) and the median radius gain
-  over CROWN;
+  on the MLPs, branch and bound (``method='bab'``: a frontier of subdomains,
+  at most ``--budget`` bounded per certification) on the first ``--bab-n``
+  of those points (default 100 in l_inf, ``--bab-n-l2`` in l_2), one timed
+  call (its compilation included), with CROWN's median ratio on the same
+  points beside it (``crown_median_ratio_same_points``) and the median
+  radius gain over CROWN; on the CNNs (thousands of hidden units, each
+  subdomain a full CROWN pass) on ``--bab-n-cnn`` points in l_inf with
+  ``--budget-cnn`` subdomains;
 * the band: ``certify.band_summary(u, l, eps)`` over ``eps`` in
   ``[0, max u]``: its area (the mean bracket width, in units of eps), the
   fraction of points whose bracket is closed within 1%, and the median of
@@ -30,7 +33,7 @@ so a prefix is a stratified sample), in l_inf:
   time on free cores.
 
 MILP (``certify.exact_search``, HiGHS, ``--milp-time`` seconds per point) on
-the first ``--milp-n`` correctly classified points (a stratified prefix) of the digits MLPs: how
+``--milp-n`` random correctly classified points of the digits MLPs: how
 many distances become exact, and how far the lower bound rises above
 CROWN's (the band narrowed on those points). A small digits MLP 64-32-32-10
 trained here in a few seconds (Adam, 30 epochs) shows the exact curve where
@@ -81,14 +84,15 @@ def _stats(u, l, correct):
     }
 
 
-def bench_bab(name, net, x, y, u, correct, crown, n, splits):
+def bench_bab(name, net, x, y, u, correct, crown, n, budget, norm="linf"):
     """Branch and bound (``method='bab'``) on the first ``n`` points, one timed call (compilation included)."""
     n = min(n, x.shape[0])
     t0, c0 = time.perf_counter(), time.process_time()
-    r = np.asarray(certify.certified_radius(net, x[:n], y[:n], norm="linf", method="bab", splits=splits,
+    r = np.asarray(certify.certified_radius(net, x[:n], y[:n], norm=norm, method="bab", budget=budget,
                                             upper=u[:n]))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    row = {"model": name, "method": f"bab-{splits}", "n": n, "s_per_point": wall / n, "cpu_s_per_point": cpu / n,
+    row = {"model": name, "norm": norm, "method": f"bab-{budget}", "n": n, "s_per_point": wall / n,
+           "cpu_s_per_point": cpu / n,
            "x_attack_time": None, "compile_s": None, "target_s_per_point": None}
     row.update(_stats(u[:n], r, correct[:n]))
     same = _stats(u[:n], crown[:n], correct[:n])
@@ -97,44 +101,48 @@ def bench_bab(name, net, x, y, u, correct, crown, n, splits):
     return row, r
 
 
-def bench_model(name, n, methods, repeats, key, bab_n=0, splits=8):
+def bench_model(name, n, methods, repeats, key, bab_n=0, budget=256, norm="linf", seed=0):
     m = zoo.load(name)
     x, y = zoo.test_data(m)
-    x, y = jnp.asarray(x[:n]), jnp.asarray(y[:n].astype(np.int32))
+    x, y, sample = C.sample_points(x, y.astype(np.int32), n, seed=seed)
+    x, y = jnp.asarray(x), jnp.asarray(y)
     net = certify.from_model(m.model, m.params)
     correct = np.asarray(jnp.argmax(m.logits_fn(x), 1)) == np.asarray(y)
-    att = minimal_distance(m.logits_fn, x, y, norm="linf", key=key)
+    att = minimal_distance(m.logits_fn, x, y, norm=norm, key=key)
     u = np.asarray(att.distance)
     radii = {}
-    fns = {"attack": lambda: minimal_distance(m.logits_fn, x, y, norm="linf", key=key).distance}
+    fns = {"attack": lambda: minimal_distance(m.logits_fn, x, y, norm=norm, key=key).distance}
     for meth in methods:
-        fns[meth] = (lambda meth=meth: certify.certified_radius(net, x, y, norm="linf", method=meth, upper=u))
-    print(f"{name}: timing {list(fns)} on {n} points", flush=True)
+        fns[meth] = (lambda meth=meth: certify.certified_radius(net, x, y, norm=norm, method=meth, upper=u))
+    print(f"{name} ({norm}): timing {list(fns)} on {n} points", flush=True)
     timing = C.time_interleaved(fns, repeats=repeats)
     rows = []
     for meth in methods:
         radii[meth] = np.asarray(fns[meth]())
         t = timing[meth]
-        row = {"model": name, "method": meth, "n": n, "accuracy": float(correct.mean()),
+        row = {"model": name, "norm": norm, "method": meth, "n": n, "accuracy": float(correct.mean()),
                "s_per_point": t.median / n, "cpu_s_per_point": t.cpu_median / n,
                "x_attack_time": C.paired_ratio(t, timing["attack"]), "compile_s": t.compile,
-               "target_s_per_point": TARGET_S.get(name) if meth == "crown" else None}
+               "target_s_per_point": TARGET_S.get(name) if meth == "crown" and norm == "linf" else None}
         row.update(_stats(u, radii[meth], correct))
         rows.append(row)
     if bab_n:
-        row, r = bench_bab(name, net, x, y, u, correct, radii["crown"], bab_n, splits)
+        row, r = bench_bab(name, net, x, y, u, correct, radii["crown"], bab_n, budget, norm)
         rows.append(row)
         radii[row["method"]] = r
     ta = timing["attack"]
-    attack_row = {"model": name, "method": "attack", "n": n, "s_per_point": ta.median / n,
+    attack_row = {"model": name, "norm": norm, "method": "attack", "n": n, "s_per_point": ta.median / n,
                   "cpu_s_per_point": ta.cpu_median / n, "compile_s": ta.compile}
-    return rows, attack_row, {"attack": u.tolist(), **{k: v.tolist() for k, v in radii.items()},
+    return rows, attack_row, {"sample": sample, "attack": u.tolist(), **{k: v.tolist() for k, v in radii.items()},
                               "correct": correct.tolist(), "timing": {k: v.to_dict() for k, v in timing.items()}}
 
 
-def bench_milp(name, logits_fn, net, x, y, n, time_limit, key, splits=8):
+def bench_milp(name, logits_fn, net, x, y, n, time_limit, key, budget=256, seed=0):
+    from rcurves.sampling import random_subset
+
     correct = np.asarray(jnp.argmax(logits_fn(jnp.asarray(x)), 1)) == y
-    idx = np.flatnonzero(correct)[:n]
+    ok = np.flatnonzero(correct)
+    idx = ok[random_subset(ok.size, min(n, ok.size), seed=seed)]
     xs, ys = jnp.asarray(x[idx]), jnp.asarray(y[idx].astype(np.int32))
     att = minimal_distance(logits_fn, xs, ys, norm="linf", key=key)
     u = np.asarray(att.distance)
@@ -145,7 +153,9 @@ def bench_milp(name, logits_fn, net, x, y, n, time_limit, key, splits=8):
     eps = np.linspace(0.0, float(u.max()), 401)
     before = certify.band_summary(u, crown, eps)
     after = certify.band_summary(res.upper, np.maximum(res.lower, crown), eps)
-    bab = np.asarray(certify.certified_radius(net, xs, ys, norm="linf", method="bab", splits=splits, upper=u))
+    t1 = time.perf_counter()
+    bab = np.asarray(certify.certified_radius(net, xs, ys, norm="linf", method="bab", budget=budget, upper=u))
+    bab_s = (time.perf_counter() - t1) / len(idx)
     ex = res.exact
     gain = (res.lower - crown) / np.maximum(crown, 1e-12)
     row = {"model": name, "n": len(idx), "time_limit_s": time_limit, "exact": float(res.exact.mean()),
@@ -158,7 +168,7 @@ def bench_milp(name, logits_fn, net, x, y, n, time_limit, key, splits=8):
            "crown_over_exact_median": float(np.median(crown[ex] / res.lower[ex])) if ex.any() else None,
            "bab_over_exact_median": float(np.median(bab[ex] / res.lower[ex])) if ex.any() else None,
            "bab_above_milp_lower": float(np.mean(bab > res.lower * (1 + 1e-4))),
-           "bab_at_most_upper": bool(np.all(bab <= res.upper)),
+           "bab_at_most_upper": bool(np.all(bab <= res.upper)), "bab_s_per_point": bab_s,
            "wall_s": wall}
     detail = {"attack": u.tolist(), "crown": crown.tolist(), "bab": bab.tolist(), "lower": res.lower.tolist(),
               "upper": res.upper.tolist(), "exact": res.exact.tolist(), "status": res.status.tolist(),
@@ -190,12 +200,19 @@ def main(argv=None):
     p.add_argument("--no-milp", action="store_true")
     p.add_argument("--bab-n", type=int, default=None,
                    help="points for branch and bound on the MLPs (default 100; --quick 5; 0: none)")
-    p.add_argument("--splits", type=int, default=8, help="ReLUs split by branch and bound (2**splits subdomains)")
+    p.add_argument("--budget", type=int, default=256, help="branch and bound: subdomains per certification")
+    p.add_argument("--bab-n-l2", type=int, default=None, help="branch-and-bound points in l_2 (default 30; --quick 3)")
+    p.add_argument("--bab-n-cnn", type=int, default=None,
+                   help="branch-and-bound points on the CNNs, l_inf only (default 10; --quick 0)")
+    p.add_argument("--budget-cnn", type=int, default=64, help="branch and bound on the CNNs: subdomains per certification")
+    p.add_argument("--norms", nargs="+", default=["linf", "l2"], choices=["linf", "l2"])
     args = p.parse_args(argv)
     n = args.n or (10 if args.quick else 100)
     cnn_n = args.cnn_n or (4 if args.quick else 30)
     milp_n = args.milp_n or (3 if args.quick else 10)
     bab_n = (5 if args.quick else 100) if args.bab_n is None else args.bab_n
+    bab_n_l2 = (3 if args.quick else 30) if args.bab_n_l2 is None else args.bab_n_l2
+    bab_n_cnn = (0 if args.quick else 10) if args.bab_n_cnn is None else args.bab_n_cnn
     models = args.models or (MODELS[:2] if args.quick else MODELS)
     key = jax.random.PRNGKey(args.seed)
     out = {"benchmark": "certify_speed", "machine": C.machine_info(), "args": vars(args), "models": {},
@@ -208,20 +225,24 @@ def main(argv=None):
             continue
         cnn = "cnn" in name
         methods = ["crown", "crown-ibp"] + ([] if cnn else ["ibp"]) + (["alpha-crown"] if args.alpha else [])
-        r, a, detail = bench_model(name, cnn_n if cnn else n, methods, args.repeats, key,
-                                   bab_n=0 if cnn else bab_n, splits=args.splits)
-        rows += r
-        attack_rows.append(a)
-        out["models"][name] = {"rows": r, "attack": a, "points": detail}
+        for norm in args.norms:
+            r, a, detail = bench_model(name, cnn_n if cnn else n, methods, args.repeats, key,
+                                       bab_n=(bab_n_cnn if norm == "linf" else 0) if cnn else
+                                       (bab_n if norm == "linf" else bab_n_l2),
+                                       budget=args.budget_cnn if cnn else args.budget, norm=norm, seed=args.seed)
+            rows += r
+            attack_rows.append(a)
+            out["models"].setdefault(name, {})[norm] = {"rows": r, "attack": a, "points": detail}
     out["rows"], out["attack_rows"] = rows, attack_rows
-    C.print_table(rows, ["model", "method", "n", "s_per_point", "cpu_s_per_point", "target_s_per_point",
+    C.print_table(rows, ["model", "norm", "method", "n", "s_per_point", "cpu_s_per_point", "target_s_per_point",
                          "x_attack_time", "median_ratio", "crown_median_ratio_same_points", "radius_gain_median",
                          "met_1pct", "band_area", "mean_radius", "mean_attack"],
-                  title=f"certified radius vs attack (l_inf), {C.load_string()}")
-    C.print_table(attack_rows, ["model", "n", "s_per_point", "cpu_s_per_point", "compile_s"], title="attack")
+                  title=f"certified radius vs attack, {C.load_string()}")
+    C.print_table(attack_rows, ["model", "norm", "n", "s_per_point", "cpu_s_per_point", "compile_s"], title="attack")
     pub = []
     for name, ref in PUBLISHED.items():
-        crown = next((r for r in rows if r["model"] == name and r["method"] == "crown"), None)
+        crown = next((r for r in rows if r["model"] == name and r["method"] == "crown" and r["norm"] == "linf"),
+                     None)
         if crown:
             pub.append({"model": name, "published_crown": ref["crown"], "published_pgd": ref["pgd"],
                         "ours_crown_mean": crown["mean_radius"], "ours_attack_mean": crown["mean_attack"],
@@ -237,19 +258,20 @@ def main(argv=None):
             m = zoo.load(name)
             x, y = zoo.test_data(m)
             net = certify.from_model(m.model, m.params)
-            row, detail = bench_milp(name, m.logits_fn, net, x, y, milp_n, args.milp_time, key, args.splits)
+            row, detail = bench_milp(name, m.logits_fn, net, x, y, milp_n, args.milp_time, key, args.budget, args.seed)
             milp_rows.append(row)
             out["models"].setdefault(name, {})["milp"] = detail
         logits_fn, net, x, y = small_digits_mlp(args.seed)
         row, detail = bench_milp("digits-mlp-64-32-32 (trained here)", logits_fn, net, x, y, milp_n,
-                                 args.milp_time, key, args.splits)
+                                 args.milp_time, key, args.budget, args.seed)
         milp_rows.append(row)
         out["small_mlp_milp"] = detail
         out["milp_rows"] = milp_rows
         C.print_table(milp_rows, ["model", "n", "time_limit_s", "exact", "narrowed", "lower_gain_median",
                                   "median_ratio_before", "median_ratio_after", "area_before", "area_after",
                                   "binaries_median", "s_per_point", "crown_over_exact_median",
-                                  "bab_over_exact_median", "bab_above_milp_lower", "bab_at_most_upper"],
+                                  "bab_over_exact_median", "bab_above_milp_lower", "bab_at_most_upper",
+                                  "bab_s_per_point"],
                       title="MILP (HiGHS) on the digits MLPs: exact distances and the narrowed band")
     out["machine_end"] = C.machine_info()
     C.write_json(args.out, out)

@@ -235,12 +235,22 @@ class DemoSettings:
     distances (``attack``; default ``minimal_distance``'s own schedule, 224
     gradients per point and norm, and for l_2 also Carlini-Wagner, keeping
     per point the smaller verified distance).
+
+    The band: certified radii (``band_method``, ``rcurves.certify``) of the
+    model labelled ``band_model`` on the first ``band_n`` of the demo's
+    points (a random sample, since the points are), in ``band_norms``:
+    with the attack's distances they bracket the true curve (``band.png``,
+    ``band.json``, ``band.csv``).
     """
 
     models: Tuple[Any, ...] = ()          # zoo names or ZooEntry; () = rcurves.zoo.DEMO_MODELS
     n_test: int = 500
     attack: AttackSettings = AttackSettings(cw=True)   # minimal_distance's defaults (224 gradients) + CW for l_2
     chunk_size: int = 100
+    band_model: str = "AT-linf-0.3"
+    band_n: int = 100                      # CROWN on the C.1 CNN: ~0.35 s per point and norm on 2 cores
+    band_norms: Tuple[str, ...] = ("linf",)
+    band_method: str = "crown"
 
     def entries(self) -> List[Any]:
         from rcurves import zoo
@@ -267,7 +277,7 @@ def _tiny_entries() -> Tuple[Any, ...]:
 DEMO_PRESETS: Dict[str, DemoSettings] = {
     "default": DemoSettings(),
     "quick": DemoSettings(
-        n_test=100, attack=AttackSettings(gradients=80, cw=True, cw_binary_search_steps=3, cw_steps=30),
+        n_test=100, attack=AttackSettings(gradients=80, cw=True, cw_binary_search_steps=3, cw_steps=30), band_n=50,
     ),
     # Smallest end-to-end run (for the test suite): an MLP compiles much faster than the CNN.
     "tiny": DemoSettings(models=(), n_test=24,
@@ -315,7 +325,29 @@ def cmd_demo(args) -> int:
     _say(ev.table())
     _say(f"wrote {os.path.join(args.out, 'curves.json')}, curves.csv, distances.csv, curves.png, table.txt "
          f"({time.time() - t0:.0f} s)")
+    if not args.no_band and s.band_model in models:
+        _demo_band(ev, models, test, s, args.out)
     return 0
+
+
+def _demo_band(ev, models, test, s: DemoSettings, out: str) -> None:
+    """The demo's band: certified radii of one model on a share of the points (see :class:`DemoSettings`)."""
+    from rcurves import certify
+
+    t0 = time.time()
+    n = min(s.band_n, test.x.shape[0])
+    idx = np.arange(n)
+    picked = {s.band_model: models[s.band_model]}
+    bands = certify.evaluation_bands(ev, picked, test.x, test.y, method=s.band_method, norms=s.band_norms,
+                                     points=idx)
+    dist = {k: {nm: ev.distance(k, nm)[idx] for nm in per} for k, per in bands.items()}
+    what = (f"the first {n} of the {test.x.shape[0]} demo points (a random sample of the held-out split, "
+            f"seed {ev.settings.get('seed', 0)})")
+    certify.save_bands(bands, dist, out, f"{s.band_model}: attack vs certified ({s.band_method}), {n} points",
+                       points=idx, method=s.band_method, description=what)
+    _say("")
+    _say("\n".join(certify.band_lines(bands, s.band_method)) + f"\n  on {what}")
+    _say(f"wrote {os.path.join(out, 'band.json')}, band.csv, band.png ({time.time() - t0:.0f} s)")
 
 
 # ---------------------------------------------------------------------------
@@ -373,30 +405,17 @@ def cmd_curves(args) -> int:
 def _certify_bands(ev, models, data, bounds, args) -> None:
     """``curves --certify``: certified radii (lower bounds) next to the attack distances, the band, a plot."""
     from rcurves import certify
-    from rcurves.plotting import plot_bands
 
-    bands, doc = {}, {"method": args.certify, "models": {}}
-    lines = [f"Certified band ({args.certify}): the true curve lies between the attack's curve and the certified one",
-             "model             norm  median attack/certified  met within 1%  band area"]
     for label, m in models.items():
         if m.model is None:
             _say(f"  {label}: --certify needs a toolkit model (zoo name or checkpoint), not a logits_fn; skipped")
-            continue
-        bands[label], doc["models"][label] = {}, {}
-        for norm in ev.norms:
-            u = ev.distance(label, norm)
-            b = certify.band_for_model(m.model, m.params, data.x, data.y, u, norm, method=args.certify, bounds=bounds)
-            r = np.asarray(b.radius, np.float64)
-            bands[label][norm] = (u, r)
-            s = b.summary
-            doc["models"][label][norm] = {"radius": _json_list(r), "area": s.area, "met": s.met,
-                                          "median_ratio": _json_float(s.median_ratio)}
-            lines.append(f"{label:<17} {norm:<5} {s.median_ratio:>23.3f}  {s.met:>12.1%}  {s.area:>9.4g}")
+    bands = certify.evaluation_bands(ev, models, data.x, data.y, method=args.certify, bounds=bounds)
     if bands:
-        _write_json(os.path.join(args.out, "certified.json"), doc)
-        plot_bands(bands, os.path.join(args.out, "band.png"), title=f"attack vs certified ({args.certify}), {data.name}")
-        _say("\n".join(lines))
-        _say(f"wrote {args.out}/certified.json, band.png")
+        dist = {k: {n: ev.distance(k, n) for n in per} for k, per in bands.items()}
+        certify.save_bands(bands, dist, args.out, f"attack vs certified ({args.certify}), {data.name}",
+                           method=args.certify, description=f"all {data.x.shape[0]} points of {data.name}")
+        _say("\n".join(certify.band_lines(bands, args.certify)))
+        _say(f"wrote {args.out}/band.json, band.csv, band.png")
 
 
 # ---------------------------------------------------------------------------
@@ -666,6 +685,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", action="store_true",
                    help="recompute the distances; by default finished (or interrupted) runs in --out with "
                         "the same settings, models and points are reused, so an interrupted demo resumes")
+    p.add_argument("--no-band", action="store_true",
+                   help="skip the certified band (CROWN radii of AT-linf-0.3 on the first 100 points; quick 50)")
     _common(p, resume=False, devices=True)
     p.set_defaults(func=cmd_demo)
 
@@ -712,8 +733,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--certify", nargs="?", const="crown", default=None, metavar="METHOD",
                    choices=("ibp", "crown-ibp", "crown", "alpha-crown", "bab"),
                    help="also compute certified radii (lower bounds, rcurves.certify; default method crown; bab: "
-                        "branch and bound, 1-3 s per point on an MLP) and "
-                        "draw the band that contains the true curve (band.png, certified.json)")
+                        "branch and bound, about 1 s per point on an MLP) and "
+                        "draw the band that contains the true curve (band.png, band.json, band.csv)")
     _common(p, devices=True)
     p.set_defaults(func=cmd_curves)
 

@@ -264,19 +264,20 @@ def test_certified_below_exact_below_attack_trained():
             assert np.all(r > 0)
             if method == "crown":
                 assert np.all(r > 0.3 * res.lower)  # CROWN is not vacuous on these networks
-        # branch and bound (16 subdomains): sound, never below CROWN, and it closes
-        # at least 30% of CROWN's gap to the exact distance on average (measured:
-        # l_inf 0.077 -> 0.039 of the distance, l_1 0.35 -> 0.21)
+        # branch and bound (a frontier of at most 64 subdomains per certification,
+        # children warm-started from their parent's alpha and beta): sound, never
+        # below CROWN, and at the MILP's exact distance within 1% at the median
+        # (measured: l_inf 0.9997 of the exact distance with 8 rounds, CROWN 0.92)
         crown = np.asarray(certify.certified_radius(net, x, y, norm=norm, bounds=BOX, upper=u))
-        bab = np.asarray(certify.certified_radius(net, x, y, norm=norm, method="bab", splits=4, bounds=BOX,
+        bab = np.asarray(certify.certified_radius(net, x, y, norm=norm, method="bab", budget=64, bounds=BOX,
                                                   upper=u))
         assert np.all(bab <= res.lower * (1 + 1e-5) + 1e-7), (bab, res.lower)
         assert np.all(bab >= crown)
-        assert np.mean(1 - bab / res.lower) <= 0.7 * np.mean(1 - crown / res.lower), (bab, crown, res.lower)
+        assert np.median(bab / res.lower) >= 0.99, (bab / res.lower, crown / res.lower)
         if norm == "linf":  # brackets and rounds are data: a new bracket reuses the program
             from rcurves.certify import bab as bab_mod
             before = bab_mod.bab_jit._cache_size()
-            again = np.asarray(certify.certified_radius(net, x, y, norm=norm, method="bab", splits=4, bounds=BOX,
+            again = np.asarray(certify.certified_radius(net, x, y, norm=norm, method="bab", budget=64, bounds=BOX,
                                                         upper=1.5 * u, search_steps=7))
             assert bab_mod.bab_jit._cache_size() == before
             assert np.all(again <= res.lower * (1 + 1e-5) + 1e-7)
@@ -398,9 +399,11 @@ def test_bad_input_raises_value_error():
     with pytest.raises(ValueError, match="search_steps"):
         cr(net, x, y, norm="linf", bounds=BOX, search_steps=0)
     with pytest.raises(ValueError, match="splits"):
-        cr(net, x, y, norm="linf", bounds=BOX, method="bab", splits=13)
+        cr(net, x, y, norm="linf", bounds=BOX, method="bab", splits=15)
     with pytest.raises(ValueError, match="splits"):
         cr(net, x, y, norm="linf", bounds=BOX, method="bab", splits=0)
+    with pytest.raises(ValueError, match="budget"):
+        cr(net, x, y, norm="linf", bounds=BOX, method="bab", budget=2)
     with pytest.raises(ValueError, match="search_steps"):
         cr(net, x, y, norm="linf", bounds=BOX, method="bab", search_steps=0)
     x_nan = x.copy()

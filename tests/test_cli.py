@@ -68,6 +68,14 @@ def test_demo_tiny_end_to_end_and_warm_rerun(tmp_path, capsys):
             assert m in printed
     with open(os.path.join(out, "curves.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    # the band: CROWN radii of AT-linf-0.3, never above the attack's distance on the same points
+    band = _strict_json(os.path.join(out, "band.json"))
+    per = band["models"]["AT-linf-0.3"]["linf"]
+    cert = np.array([np.inf if v is None else v for v in per["radius"]])
+    att = np.array([np.inf if v is None else v for v in doc["distances"]["AT-linf-0.3"]["linf"]])
+    assert band["points"] == list(range(n)) and np.all(cert <= att * (1 + 1e-5) + 1e-7)
+    assert np.all(np.array(per["certified_curve"]) >= np.array(per["attack_curve"]))
+    assert "Certified band (crown)" in printed
     import matplotlib.image
 
     img = matplotlib.image.imread(os.path.join(out, "curves.png"))
@@ -403,8 +411,14 @@ def test_curves_certify_draws_a_band_that_closes_on_a_linear_model(linear_ckpt, 
     rc = main(["curves", "--model", linear_ckpt, "--data", "digits", "--n", "30", "--out", out, "--norm", "linf",
                "--no-cw", "--search-steps", "6", "--steps", "10", "--certify", "--no-progress"])
     assert rc == 0
-    doc = _strict_json(os.path.join(out, "certified.json"))
+    doc = _strict_json(os.path.join(out, "band.json"))
     (label, per), = doc["models"].items()
+    # both edges of the band in the CSV: the certified curve never below the attack's
+    import csv
+
+    rows = list(csv.DictReader(open(os.path.join(out, "band.csv"))))
+    assert rows and {r["model"] for r in rows} == {label}
+    assert all(float(r["certified_curve"]) >= float(r["attack_curve"]) for r in rows)
     curves = _strict_json(os.path.join(out, "curves.json"))
     att = np.array([np.inf if v is None else v for v in curves["distances"][label]["linf"]])
     cert = np.array([np.inf if v is None else v for v in per["linf"]["radius"]])

@@ -29,7 +29,10 @@ from rcurves.certify.milp import EXACT_RTOL
 from rcurves.certify.band import BandSummary
 from rcurves.certify.band import ModelBand
 from rcurves.certify.band import band_for_model
+from rcurves.certify.band import band_lines
 from rcurves.certify.band import band_summary
+from rcurves.certify.band import evaluation_bands
+from rcurves.certify.band import save_bands
 from rcurves.certify.band import robustness_band
 from rcurves.certify.milp import ExactResult
 from rcurves.certify.milp import exact_distance
@@ -47,7 +50,9 @@ __all__ = [
     "ReLU",
     "Reshape",
     "band_for_model",
+    "band_lines",
     "band_summary",
+    "evaluation_bands",
     "certified_radius",
     "exact_distance",
     "exact_search",
@@ -57,4 +62,5 @@ __all__ = [
     "mlp",
     "network",
     "robustness_band",
+    "save_bands",
 ]

@@ -154,4 +154,98 @@ def band_for_model(model_cfg, params, x: Any, y: Any, attack_distance: Any, norm
     return ModelBand(radius, e, cu, cl, band_summary(u, radius, e), method)
 
 
-__all__ = ["BandSummary", "MEET_RTOL", "ModelBand", "band_for_model", "band_summary", "robustness_band"]
+def evaluation_bands(ev, models, x: Any, y: Any, *, method: str = "crown",
+                     bounds: Optional[Tuple[float, float]] = (0.0, 1.0), norms=None,
+                     points: Optional[Any] = None) -> dict:
+    """The band of every toolkit model of an evaluation: ``{label: {norm: ModelBand}}``.
+
+    Args:
+      ev: an ``rcurves.evaluate.Evaluation`` (its attack distances are the
+        upper bounds).
+      models: ``{label: LoadedModel}`` (``rcurves.loading``); models without a
+        toolkit config (a bare ``logits_fn``) have no network to bound and are
+        left out.
+      x, y: the evaluation's points ``(n, ...)`` and labels ``(n,)``.
+      method: the bound (``certify.METHODS``) or 'bab'.
+      norms: the norms to bound (default all of the evaluation's).
+      points: optional indices into the points: bound only these (the band is
+        then over this subset; its attack curve too, so both edges are over
+        the same points).
+    """
+    idx = np.arange(np.shape(y)[0]) if points is None else np.asarray(points, np.int64)
+    xs, ys = np.asarray(x)[idx], np.asarray(y)[idx]
+    out = {}
+    for label, m in models.items():
+        if getattr(m, "model", None) is None:
+            continue
+        out[label] = {}
+        for norm in (norms or ev.norms):
+            u = ev.distance(label, norm)[idx]
+            out[label][norm] = band_for_model(m.model, m.params, xs, ys, u, norm, method=method, bounds=bounds)
+    return out
+
+
+def save_bands(bands: dict, distances: dict, out_dir: str, title: str, *, points: Optional[Any] = None,
+               method: str = "crown", description: str = "") -> list:
+    """Write the bands of :func:`evaluation_bands`: ``band.json`` (per model and
+    norm the radii, the summary, both curves on the thresholds), ``band.csv``
+    (``model, norm, eps, attack_curve, certified_curve``: the lower and the
+    upper edge of the band) and ``band.png``. ``distances`` ``{label: {norm:
+    (n,) attack distances on the bounded points}}``. Returns the paths."""
+    import csv
+    import json
+    import os
+
+    from rcurves.plotting import plot_bands
+
+    os.makedirs(out_dir, exist_ok=True)
+
+    def num(v):  # JSON has no inf: None, as in curves.json (a distance or radius of None is inf)
+        v = float(v)
+        return v if np.isfinite(v) else None
+
+    doc = {"method": method, "points": None if points is None else [int(i) for i in points],
+           "description": description, "models": {}}
+    rows = []
+    for label, per in bands.items():
+        doc["models"][label] = {}
+        for norm, b in per.items():
+            s = b.summary
+            doc["models"][label][norm] = {
+                "radius": [num(r) for r in np.asarray(b.radius)], "attack": [num(u) for u in distances[label][norm]],
+                "eps": [num(e) for e in np.asarray(b.eps)],
+                "attack_curve": [num(c) for c in np.asarray(b.curve_lower)],
+                "certified_curve": [num(c) for c in np.asarray(b.curve_upper)],
+                "summary": {"area": s.area, "met": s.met, "median_ratio": num(s.median_ratio), "max_gap": s.max_gap,
+                            "n": s.n}}
+            for e, cl, cu in zip(np.asarray(b.eps), np.asarray(b.curve_lower), np.asarray(b.curve_upper)):
+                rows.append((label, norm, f"{float(e):.6g}", f"{float(cl):.6g}", f"{float(cu):.6g}"))
+    paths = [os.path.join(out_dir, f) for f in ("band.json", "band.csv", "band.png")]
+    tmp = paths[0] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.replace(tmp, paths[0])
+    tmp = paths[1] + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model", "norm", "eps", "attack_curve", "certified_curve"])
+        w.writerows(rows)
+    os.replace(tmp, paths[1])
+    plot_bands({k: {n: (np.asarray(distances[k][n]), np.asarray(b.radius)) for n, b in per.items()}
+                for k, per in bands.items()}, paths[2], title=title)
+    return paths
+
+
+def band_lines(bands: dict, method: str) -> list:
+    """The band's table for a terminal: per model and norm the median ratio, closed share, area."""
+    lines = [f"Certified band ({method}): the true curve lies between the attack's curve and the certified one",
+             "model             norm  median attack/certified  met within 1%  band area"]
+    for label, per in bands.items():
+        for norm, b in per.items():
+            s = b.summary
+            lines.append(f"{label:<17} {norm:<5} {s.median_ratio:>23.3f}  {s.met:>12.1%}  {s.area:>9.4g}")
+    return lines
+
+
+__all__ = ["BandSummary", "MEET_RTOL", "ModelBand", "band_for_model", "band_lines", "band_summary",
+           "evaluation_bands", "robustness_band", "save_bands"]
