@@ -85,7 +85,13 @@ def _stats(u, l, correct):
 
 
 def bench_bab(name, net, x, y, u, correct, crown, n, budget, norm="linf"):
-    """Branch and bound (``method='bab'``) on the first ``n`` points, one timed call (compilation included)."""
+    """Branch and bound (``method='bab'``) on the first ``n`` points of the sample, one timed call
+    (compilation included). The sample (``_common.sample_points``) is sorted by index in the held-out
+    split (a seeded shuffle within classes, interleaved), so its first ``n`` points are the sampled
+    points that come first in that order: chosen without looking at them, but not stratified (e.g. 10
+    of 30 held 0-3 per class); the row's ``points`` gives the class counts."""
+    from rcurves.sampling import describe
+
     n = min(n, x.shape[0])
     t0, c0 = time.perf_counter(), time.process_time()
     r = np.asarray(certify.certified_radius(net, x[:n], y[:n], norm=norm, method="bab", budget=budget,
@@ -93,6 +99,8 @@ def bench_bab(name, net, x, y, u, correct, crown, n, budget, norm="linf"):
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     row = {"model": name, "norm": norm, "method": f"bab-{budget}", "n": n, "s_per_point": wall / n,
            "cpu_s_per_point": cpu / n,
+           "points": describe(np.asarray(y), np.arange(n), f"the first {n} of the random sample, in the "
+                              "split's class-interleaved order")["text"],
            "x_attack_time": None, "compile_s": None, "target_s_per_point": None}
     row.update(_stats(u[:n], r, correct[:n]))
     same = _stats(u[:n], crown[:n], correct[:n])

@@ -340,10 +340,9 @@ def _demo_band(ev, models, test, s: DemoSettings, out: str) -> None:
     picked = {s.band_model: models[s.band_model]}
     bands = certify.evaluation_bands(ev, picked, test.x, test.y, method=s.band_method, norms=s.band_norms,
                                      points=idx)
-    dist = {k: {nm: ev.distance(k, nm)[idx] for nm in per} for k, per in bands.items()}
     what = (f"the first {n} of the {test.x.shape[0]} demo points (a random sample of the held-out split, "
             f"seed {ev.settings.get('seed', 0)})")
-    certify.save_bands(bands, dist, out, f"{s.band_model}: attack vs certified ({s.band_method}), {n} points",
+    certify.save_bands(bands, out, f"{s.band_model}: attack vs certified ({s.band_method}), {n} points",
                        points=idx, method=s.band_method, description=what)
     _say("")
     _say("\n".join(certify.band_lines(bands, s.band_method)) + f"\n  on {what}")
@@ -411,8 +410,7 @@ def _certify_bands(ev, models, data, bounds, args) -> None:
             _say(f"  {label}: --certify needs a toolkit model (zoo name or checkpoint), not a logits_fn; skipped")
     bands = certify.evaluation_bands(ev, models, data.x, data.y, method=args.certify, bounds=bounds)
     if bands:
-        dist = {k: {n: ev.distance(k, n) for n in per} for k, per in bands.items()}
-        certify.save_bands(bands, dist, args.out, f"attack vs certified ({args.certify}), {data.name}",
+        certify.save_bands(bands, args.out, f"attack vs certified ({args.certify}), {data.name}",
                            method=args.certify, description=f"all {data.x.shape[0]} points of {data.name}")
         _say("\n".join(certify.band_lines(bands, args.certify)))
         _say(f"wrote {args.out}/band.json, band.csv, band.png")

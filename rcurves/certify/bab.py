@@ -371,8 +371,8 @@ def _bab_program(net, x, y, lo, hi, rounds, *, cfg: BaBConfig, batch: int):
     from rcurves.certify.bounds import prepare
 
     prep = prepare(net, dataclasses.replace(cfg.bound, method="crown"))
-    # batch 1: a plain scan over points (lax.map's batches are vmapped, and under
-    # vmap the branch-and-bound loop would run its two kinds of step both)
+    # batch 1: a plain scan over points (lax.map's batches are vmapped: the
+    # while_loop would then carry a batch axis and run until every point is done)
     return jax.lax.map(lambda a: _bab_point(prep, *a, rounds, cfg), (x, y, lo, hi),
                        batch_size=None if batch == 1 else batch)
 

@@ -108,7 +108,8 @@ class ModelBand(NamedTuple):
 
     ``radius`` (n,) certified radii; ``eps`` (m,) thresholds; ``curve_upper``
     and ``curve_lower`` the band's edges (``curve_lower`` is the attack's
-    curve); ``summary`` a :class:`BandSummary`; ``method`` the bound used.
+    curve); ``summary`` a :class:`BandSummary`; ``method`` the bound used;
+    ``upper`` (n,) the attack's distances the band was made with.
     """
 
     radius: jax.Array
@@ -117,6 +118,7 @@ class ModelBand(NamedTuple):
     curve_lower: jax.Array
     summary: BandSummary
     method: str
+    upper: jax.Array
 
 
 def band_for_model(model_cfg, params, x: Any, y: Any, attack_distance: Any, norm: str, *,
@@ -151,7 +153,7 @@ def band_for_model(model_cfg, params, x: Any, y: Any, attack_distance: Any, norm
         eps = np.linspace(0.0, top if top > 0 else 1.0, 200, dtype=np.float32)
     e = _check_thresholds(eps)
     cu, cl = robustness_band(u, radius, e)
-    return ModelBand(radius, e, cu, cl, band_summary(u, radius, e), method)
+    return ModelBand(radius, e, cu, cl, band_summary(u, radius, e), method, u)
 
 
 def evaluation_bands(ev, models, x: Any, y: Any, *, method: str = "crown",
@@ -185,53 +187,42 @@ def evaluation_bands(ev, models, x: Any, y: Any, *, method: str = "crown",
     return out
 
 
-def save_bands(bands: dict, distances: dict, out_dir: str, title: str, *, points: Optional[Any] = None,
+def save_bands(bands: dict, out_dir: str, title: str, *, points: Optional[Any] = None,
                method: str = "crown", description: str = "") -> list:
     """Write the bands of :func:`evaluation_bands`: ``band.json`` (per model and
-    norm the radii, the summary, both curves on the thresholds), ``band.csv``
+    norm the radii, the attack's distances, the summary, both curves on the
+    thresholds; ``null`` for inf, as in ``curves.json``), ``band.csv``
     (``model, norm, eps, attack_curve, certified_curve``: the lower and the
-    upper edge of the band) and ``band.png``. ``distances`` ``{label: {norm:
-    (n,) attack distances on the bounded points}}``. Returns the paths."""
+    upper edge of the band) and ``band.png``, each written atomically.
+    Returns the paths."""
     import csv
-    import json
+    import io
     import os
 
     from rcurves.plotting import plot_bands
+    from rcurves.report import json_float, json_list, write_json, write_text
 
     os.makedirs(out_dir, exist_ok=True)
-
-    def num(v):  # JSON has no inf: None, as in curves.json (a distance or radius of None is inf)
-        v = float(v)
-        return v if np.isfinite(v) else None
-
     doc = {"method": method, "points": None if points is None else [int(i) for i in points],
            "description": description, "models": {}}
-    rows = []
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["model", "norm", "eps", "attack_curve", "certified_curve"])
     for label, per in bands.items():
         doc["models"][label] = {}
         for norm, b in per.items():
             s = b.summary
             doc["models"][label][norm] = {
-                "radius": [num(r) for r in np.asarray(b.radius)], "attack": [num(u) for u in distances[label][norm]],
-                "eps": [num(e) for e in np.asarray(b.eps)],
-                "attack_curve": [num(c) for c in np.asarray(b.curve_lower)],
-                "certified_curve": [num(c) for c in np.asarray(b.curve_upper)],
-                "summary": {"area": s.area, "met": s.met, "median_ratio": num(s.median_ratio), "max_gap": s.max_gap,
-                            "n": s.n}}
+                "radius": json_list(b.radius), "attack": json_list(b.upper), "eps": json_list(b.eps),
+                "attack_curve": json_list(b.curve_lower), "certified_curve": json_list(b.curve_upper),
+                "summary": {"area": s.area, "met": s.met, "median_ratio": json_float(s.median_ratio),
+                            "max_gap": s.max_gap, "n": s.n}}
             for e, cl, cu in zip(np.asarray(b.eps), np.asarray(b.curve_lower), np.asarray(b.curve_upper)):
-                rows.append((label, norm, f"{float(e):.6g}", f"{float(cl):.6g}", f"{float(cu):.6g}"))
+                w.writerow([label, norm, f"{float(e):.6g}", f"{float(cl):.6g}", f"{float(cu):.6g}"])
     paths = [os.path.join(out_dir, f) for f in ("band.json", "band.csv", "band.png")]
-    tmp = paths[0] + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f)
-    os.replace(tmp, paths[0])
-    tmp = paths[1] + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["model", "norm", "eps", "attack_curve", "certified_curve"])
-        w.writerows(rows)
-    os.replace(tmp, paths[1])
-    plot_bands({k: {n: (np.asarray(distances[k][n]), np.asarray(b.radius)) for n, b in per.items()}
+    write_json(paths[0], doc)
+    write_text(paths[1], buf.getvalue())
+    plot_bands({k: {n: (np.asarray(b.upper), np.asarray(b.radius)) for n, b in per.items()}
                 for k, per in bands.items()}, paths[2], title=title)
     return paths
 
