@@ -333,6 +333,7 @@ def cmd_demo(args) -> int:
 def _demo_band(ev, models, test, s: DemoSettings, out: str) -> None:
     """The demo's band: certified radii of one model on a share of the points (see :class:`DemoSettings`)."""
     from rcurves import certify
+    from rcurves.sampling import describe
 
     t0 = time.time()
     n = min(s.band_n, test.x.shape[0])
@@ -340,8 +341,9 @@ def _demo_band(ev, models, test, s: DemoSettings, out: str) -> None:
     picked = {s.band_model: models[s.band_model]}
     bands = certify.evaluation_bands(ev, picked, test.x, test.y, method=s.band_method, norms=s.band_norms,
                                      points=idx)
-    what = (f"the first {n} of the {test.x.shape[0]} demo points (a random sample of the held-out split, "
-            f"seed {ev.settings.get('seed', 0)})")
+    what = describe(test.y, idx, f"the first {n} of the {test.x.shape[0]} demo points (a random sample of the "
+                    f"held-out split, seed {ev.settings.get('seed', 0)}, in the split's class-interleaved order)"
+                    )["text"]
     certify.save_bands(bands, out, f"{s.band_model}: attack vs certified ({s.band_method}), {n} points",
                        points=idx, method=s.band_method, description=what)
     _say("")
