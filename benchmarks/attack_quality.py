@@ -164,7 +164,7 @@ def foolbox_attacks(fb, norm: str, G: int, eps_hi: float):
 
 
 def run_model(name: str, args, key, fb):
-    from rcurves import zoo
+    from rcurves.models import zoo
 
     m = zoo.load(name, progress=False)
     xs, ys = zoo.test_data(m)

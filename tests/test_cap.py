@@ -15,7 +15,7 @@ from attacks.cap import (
     project_cap_box,
     unit,
 )
-from rcurves.linear import linear_logits_fn
+from rcurves.exact.linear import linear_logits_fn
 
 _proj = jax.jit(jax.vmap(project_cap))
 _proj_box = jax.jit(jax.vmap(project_cap_box))

@@ -9,7 +9,7 @@ from attacks import minimal_distance
 from rcurves import certify, models
 from rcurves.certify import bounds as cb
 from rcurves.certify import radius as radius_mod
-from rcurves.linear import linear_distance
+from rcurves.exact.linear import linear_distance
 
 BOX = (-1.0, 1.0)
 

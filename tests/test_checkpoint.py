@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from rcurves.checkpoint import (
+from rcurves.models.checkpoint import (
     CheckpointError,
     atomic_write_bytes,
     load_checkpoint,
@@ -15,7 +15,7 @@ from rcurves.checkpoint import (
     save_checkpoint,
 )
 from rcurves.models import ModelConfig, init_params
-from rcurves.training import TrainConfig
+from rcurves.models.training import TrainConfig
 
 KEY = jax.random.PRNGKey(3)
 CFG = ModelConfig(arch="mlp", input_shape=(8, 8, 1), n_classes=10, hidden=(16,))

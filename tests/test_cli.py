@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from _models import exact_multiclass
-from rcurves.cli import build_report, load_data, main, ranking_flips
+from rcurves.cli import main
+from rcurves.data import load_data
+from rcurves.pipeline.report import build_report, ranking_flips
 
 VENV_BIN = os.path.dirname(sys.executable)
 
@@ -106,8 +108,8 @@ def linear_ckpt(tmp_path_factory):
 
 
 def test_train_writes_a_loadable_checkpoint(linear_ckpt):
-    from rcurves.checkpoint import load_checkpoint
-    from rcurves.datasets import dataset_fingerprint, digits
+    from rcurves.models.checkpoint import load_checkpoint
+    from rcurves.data import dataset_fingerprint, digits
 
     ck = load_checkpoint(linear_ckpt)
     assert ck.model.arch == "linear" and ck.train.method == "st" and ck.train.epochs == 3
@@ -307,7 +309,7 @@ def test_ranking_flips_exact():
 
 
 def test_report_ranks_models_per_threshold_and_names_the_flip():
-    from rcurves.cli import Data
+    from rcurves.data import Data
 
     # model A: robust error 0 up to 0.1, then everything at 0.15; model B: 1/2 at 0.05, the rest at 0.4
     dist = {"A": {"linf": {"distance": np.array([0.15, 0.15, 0.15, 0.15])}},

@@ -1,9 +1,9 @@
-"""rcurves.compare: paired (McNemar) tests of two models' robustness on the same points."""
+"""rcurves.claims.compare: paired (McNemar) tests of two models' robustness on the same points."""
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from rcurves.compare import mcnemar_scan, paired_order_test, significant_reversal
+from rcurves.claims.compare import mcnemar_scan, paired_order_test, significant_reversal
 
 
 def test_scan_equals_brute_force_counts_and_scipys_exact_test():

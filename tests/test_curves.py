@@ -16,7 +16,7 @@ from rcurves.curves import (
     robust_error,
     robustness_curve,
 )
-from rcurves.linear import linear_distance
+from rcurves.exact.linear import linear_distance
 
 
 def _brute_counts(d, eps):

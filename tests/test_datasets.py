@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats
 
-from rcurves import datasets as ds
+from rcurves import data as ds
 
 
 def _acc(model, x, y):
@@ -212,13 +212,11 @@ def test_theorem1_exact_intersections_with_curves_module():
 
 def test_theorem1_experiment_script(tmp_path):
     pytest.importorskip("rcurves.curves")
-    import importlib.util
     import json
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "theorem1_intersections.py"
-    spec = importlib.util.spec_from_file_location("theorem1_intersections", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+
+    from _experiments import load
+
+    mod = load("theorem1_intersections")
     rec = mod.main(["--out", str(tmp_path), "--t1", "0.3", "2", "2.5", "--t2", "1", "7",
                     "--grid", "201"])
     assert rec["all_hold"] and rec["crossings_match"]

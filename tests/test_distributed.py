@@ -9,7 +9,7 @@ import pytest
 
 import attacks
 import rcurves
-from rcurves.distributed import make_mesh, on_mesh, shard_points
+from rcurves.pipeline.distributed import make_mesh, on_mesh, shard_points
 from _models import ball, binary_linear
 
 KEY = jax.random.PRNGKey(0)
@@ -96,8 +96,8 @@ def test_sharding_example_routes_agree(tmp_path):
 # ---------------------------------------------------------------------------
 # run_chunked(devices=4): one chunk per device, bit-identical to one device
 
-from rcurves.distributed import per_shard  # noqa: E402
-from rcurves.runner import DistanceConfig, make_distance_fn, run_chunked  # noqa: E402
+from rcurves.pipeline.distributed import per_shard  # noqa: E402
+from rcurves.pipeline.runner import DistanceConfig, make_distance_fn, run_chunked  # noqa: E402
 from _models import multiclass_linear  # noqa: E402
 
 _RNG = np.random.default_rng(7)

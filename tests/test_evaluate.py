@@ -1,4 +1,4 @@
-"""rcurves.evaluate / loading / report: the pipeline a research script calls in three lines."""
+"""rcurves.pipeline.evaluation / loading / report: the pipeline a research script calls in three lines."""
 import json
 import os
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from _models import exact_multiclass, multiclass_linear
-from rcurves.evaluate import AttackSettings, Evaluation, evaluate
+from rcurves.pipeline.evaluation import AttackSettings, Evaluation, evaluate
 
 ATTACK = AttackSettings(search_steps=6, steps=10, cw=False)
 
@@ -78,7 +78,7 @@ def test_save_and_load_roundtrip(ev, tmp_path):
 def test_a_second_evaluation_reuses_the_saved_runs(problem, ev):
     W, b, x, y = problem
     e, out, models = ev
-    from rcurves.runner import chunk_path
+    from rcurves.pipeline.runner import chunk_path
 
     path = chunk_path(os.path.join(out, "runs", "lin__linf"), 0)      # result.npz is rewritten; chunks are not
     before = os.stat(path).st_mtime_ns
@@ -108,14 +108,15 @@ def test_bad_input_is_a_value_error_before_any_attack(problem, kwargs, needle):
 
 
 def test_models_by_zoo_name_checkpoint_and_callable(tmp_path, monkeypatch):
-    from rcurves.loading import as_model, load_data
+    from rcurves.data import load_data
+    from rcurves.models import load
 
     with pytest.raises(ValueError, match="zoo's models"):
-        from rcurves import zoo
+        from rcurves.models import zoo
         zoo.entry("no-such-model")
     with pytest.raises(ValueError, match="unknown data set"):
         load_data("imagenet")
-    m = as_model(lambda z: z, label="identity")
+    m = load(lambda z: z, label="identity")
     assert m.label == "identity" and m.identity.startswith("callable:")
     d = load_data("digits", "test", n=50, seed=1)
     assert d.x.shape == (50, 8, 8, 1) and len(np.unique(d.y)) > 5

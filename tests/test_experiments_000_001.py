@@ -5,26 +5,15 @@ trained here (CI has no model cache); their checks are on the pipeline's
 invariants (tables equal to the distances, exact crossings, re-checked
 adversarial examples), not on the paper's verdicts.
 """
-import importlib.util
 import json
 import math
-import os
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-EXP = pathlib.Path(__file__).resolve().parents[1] / "experiments"
+from _experiments import load as _load
 
-
-def _load(name):
-    if str(EXP) not in sys.path:
-        sys.path.insert(0, str(EXP))
-    spec = importlib.util.spec_from_file_location(name, EXP / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from rcurves.claims.record import code_fingerprint
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +150,7 @@ def test_interclass_rules_can_fail():
     assert mod.scale_verdict(a, np.concatenate([[0.8], rng.uniform(0.85, 1.0, 500)])).verdict == "differs"  # 1.1x
     x = rng.random((30, 5)).astype(np.float32)
     y = np.arange(30) % 3
-    from rcurves.interclass import interclass_distances
+    from rcurves.exact.interclass import interclass_distances
     for p in ("linf", "l2", "l1"):
         np.testing.assert_allclose(interclass_distances(x, y, p), mod.brute_force(x, y, np.arange(30), p), rtol=1e-5)
 
@@ -172,7 +161,7 @@ def test_interclass_rules_can_fail():
 
 def test_table1_fig2_table_and_crossings_are_those_of_the_distances(tmp_path, cache):
     from rcurves.curves import exact_curve_intersections, robust_error
-    from rcurves.evaluate import Evaluation
+    from rcurves.pipeline.evaluation import Evaluation
 
     mod, out, doc = _run("table1_fig2", tmp_path, cache)
     ev = Evaluation.load(str(tmp_path))
@@ -283,23 +272,23 @@ def test_l2_bounded_by_linf_adversarials(tmp_path, cache):
     import argparse
     import dataclasses
 
-    _common = _load("_common")
+    shared = _load("shared")
 
     args = argparse.Namespace(quick=True, cache=cache, retrain=False, no_progress=True, seed=0)
-    ev, models = _common.zoo_evaluation(args, ("mnist-full-cnn-st",))
+    ev, models = shared.zoo_evaluation(args, ("mnist-full-cnn-st",))
     di = ev.distance("ST", "linf")
     i = int(np.flatnonzero(np.isfinite(di) & (di > 0))[0])
     d = {m: {k: dict(v) for k, v in r.items()} for m, r in ev.distances.items()}
     d["ST"]["l2"]["distance"] = np.where(np.arange(di.size) == i, np.inf, ev.distance("ST", "l2"))
     ev_inf = dataclasses.replace(ev, distances=d)          # the l_2 attacks "missed" point i
-    ev2, info = _common.with_linf_adversarial_l2(args, ev_inf, models)
+    ev2, info = shared.with_linf_adversarial_l2(args, ev_inf, models)
     b = ev2.distances["ST"]["l2"]["linf_adv"]
     assert info["ST"] == {"unbroken_l2": 1, "repaired": 1, "median_bound": b[i]}
     assert np.isinf(np.delete(b, i)).all() and np.isfinite(b[i])
     # an l_2 norm of an l_inf perturbation: at least its l_inf norm, at most sqrt(784) times (eq. 17)
     assert b[i] >= di[i] * (1 - 1e-3) and b[i] <= 28 * 1.5 * di[i]
     np.testing.assert_array_equal(np.delete(ev2.distance("ST", "l2"), i), np.delete(ev.distance("ST", "l2"), i))
-    assert "bound" in _common.l2_repair_text(info) or "l_inf adversarial" in _common.l2_repair_text(info)
+    assert "bound" in shared.l2_repair_text(info) or "l_inf adversarial" in shared.l2_repair_text(info)
 
 
 def test_fig7_examples_are_rechecked(tmp_path, cache):
@@ -358,14 +347,14 @@ def test_run_all_discovers_scripts_and_builds_the_claims_table(tmp_path):
     mod = _load("run_all")
     names = mod.scripts()
     assert {"fig6_linear_crossing", "table1_fig2", "parabola_fig2", "theorem1_intersections"} <= set(names)
-    assert "run_all" not in names and "_common" not in names
+    assert "run_all" not in names and "shared" not in names and "sparsity_study" not in names
     for name in names:
         assert hasattr(_load(name), "main"), name
     out = tmp_path / "res"
     (out / "fig6_linear_crossing").mkdir(parents=True)
     claim = {"paper": "000", "item": "Figure 6", "claim": "curves | cross", "ours": "they do", "verdict": "differs",
              "why": "because", "kind": "paper"}
-    code = _load("_common").code_fingerprint(["experiments/fig6_linear_crossing.py"])
+    code = code_fingerprint(["experiments/000_global_comparison/fig6_linear_crossing.py"])
     (out / "fig6_linear_crossing" / "fig6_linear_crossing.json").write_text(
         json.dumps({"claims": [claim], "seconds": 3.0, "quick": False, "code": code}))
     kept = tmp_path / "claims"
@@ -381,7 +370,7 @@ def test_run_all_discovers_scripts_and_builds_the_claims_table(tmp_path):
     text = mod.readme(str(out), False, {}, claims_dir=str(kept))
     assert "(stale: code changed since this run)" in text and "Paper claims: none" in text
     # a full run's claims are kept (without the payload) and used when --out has no run of the script
-    code = _load("_common").code_fingerprint(["experiments/fig6_linear_crossing.py"])
+    code = code_fingerprint(["experiments/000_global_comparison/fig6_linear_crossing.py"])
     (out / "fig6_linear_crossing" / "fig6_linear_crossing.json").write_text(
         json.dumps({"claims": [claim], "seconds": 3.0, "quick": False, "code": code, "distances": [1.0] * 5}))
     target = mod.keep_claims(str(out), "fig6_linear_crossing", claims_dir=str(kept))

@@ -1,21 +1,14 @@
 """The --quick runs of the 002/003 experiment scripts, with the exact facts they must show."""
-import importlib
 import json
 import math
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 import scipy.stats
-
-EXP = pathlib.Path(__file__).resolve().parents[1] / "experiments"
-
+from _experiments import load as _load
 
 def _run(name, tmp_path):
-    if str(EXP) not in sys.path:
-        sys.path.insert(0, str(EXP))
-    mod = importlib.import_module(name)
+    mod = _load(name)
     out = mod.main(["--quick", "--out", str(tmp_path), "--no-progress"])
     doc = json.loads((tmp_path / f"{name}.json").read_text())
     assert doc["quick"] and doc["claims"]
@@ -46,15 +39,13 @@ def test_genuine_theorem2(tmp_path):
 
 
 def _import(name):
-    if str(EXP) not in sys.path:
-        sys.path.insert(0, str(EXP))
-    return importlib.import_module(name)
+    return _load(name)
 
 
 def test_nn1_table3(tmp_path):
     from sklearn.neighbors import KNeighborsClassifier
 
-    from rcurves.datasets import digits
+    from rcurves.data import digits
 
     table, doc = _run("nn1_table3", tmp_path)
     xt, yt = digits("train")
@@ -117,7 +108,7 @@ def test_nn1_agreement_rules_can_fail():
     d, n = mod.table1_verdicts((400, 400), (1000, 1000))
     assert d.verdict == "differs" and n.verdict == "reproduced"          # powered, no effect
     # the sample sizes quoted in the rows are those at which the rules change their verdict
-    from rcurves.verdicts import null_effect, paired_direction
+    from rcurves.claims.verdicts import null_effect, paired_direction
     k = mod.discordant_needed(0.652, 0.05, two_sided=False)
     assert 50 < k < 90 and paired_direction(k // 2, k - k // 2, effect=0.652).verdict == "differs"
     k = mod.discordant_needed(0.652, 0.01, two_sided=True)
@@ -257,10 +248,10 @@ def test_overly_robust_dk(tmp_path):
 def test_cached_neighbors_resumes_and_matches(tmp_path):
     import argparse
 
-    from rcurves.datasets import digits
-    from rcurves.nearest import nn1_neighbors
+    from rcurves.data import digits
+    from rcurves.exact.nearest import nn1_neighbors
 
-    mod = _import("_cache_002_003")
+    mod = _import("shared")
     xt, yt = digits("train")
     xq = digits("test")[0][:50]
     args = argparse.Namespace(quick=False, cache=str(tmp_path), no_progress=True)

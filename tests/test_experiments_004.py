@@ -7,25 +7,13 @@ batch shape; their checks are the pipeline's accounting (accuracies, measured po
 standard errors recomputed from the per-point values), fair and paired samples, reproducibility
 of a point's value whatever else is measured with it, and the theory's exact values.
 """
-import importlib.util
 import json
 import math
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-EXP = pathlib.Path(__file__).resolve().parents[1] / "experiments"
-
-
-def _load(name):
-    if str(EXP) not in sys.path:
-        sys.path.insert(0, str(EXP))
-    spec = importlib.util.spec_from_file_location(name, EXP / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from _experiments import load as _load
 
 
 def _run(name, out):
@@ -92,8 +80,8 @@ def test_theory_eq8_corrected_eq9_eq10_match_the_definitions(outs):
 
 def test_tables_accounting_fair_samples_and_reproducible_points(outs):
     mod, res, doc = _run("sparsity_tables", outs / "tables")
-    import _sparsity_common as S
-    from rcurves.sampling import class_counts
+    S = _load("sparsity_study")
+    from rcurves.data.sampling import class_counts
 
     rows, study = res["rows"], res["study"]
     assert {(r["model"], r["norm"]) for r in rows} == {(m, n) for m in ("ST", "AT-linf-0.1") for n in ("l2", "linf")}
@@ -156,7 +144,7 @@ def test_vs_eps_accounting(outs):
 def test_histogram_reproduces_the_table_and_the_eer_rule(outs):
     mod, res, doc = _run("sparsity_histogram", outs / "hist")
     tables = _load("sparsity_tables")
-    import _sparsity_common as S
+    S = _load("sparsity_study")
 
     # The same model, pool and seed give the same per-point values as sparsity_tables, whatever the sample.
     t = tables.main(["--quick", "--out", str(outs / "tables2"), "--no-progress"])
@@ -181,7 +169,7 @@ def test_histogram_reproduces_the_table_and_the_eer_rule(outs):
 
 def test_margin_of_error_and_its_rule(outs):
     mod, res, doc = _run("sparsity_margin", outs / "margin")
-    import _sparsity_common as S
+    S = _load("sparsity_study")
 
     for r in res["rows"]:
         np.testing.assert_allclose(r["margin95"], 1.959964 * r["direction_std"] / math.sqrt(S.QUICK.directions))
@@ -232,7 +220,7 @@ def test_broken_defence_surrogates(outs):
 
 
 class FakeStudy:
-    """Just enough of ``_sparsity_common.Study`` for the claim functions: masks and per-point values given."""
+    """Just enough of ``sparsity_study.Study`` for the claim functions: masks and per-point values given."""
 
     def __init__(self, n, vals, vuln, correct=None, floor=0.0, text="synthetic pool"):
         self.n, self.text, self._vals, self._vuln = n, text, vals, vuln
@@ -386,7 +374,7 @@ def test_vulnerable_mask_cache_key(tmp_path):
     import argparse
 
     _load("sparsity_tables")
-    import _sparsity_common as S
+    S = _load("sparsity_study")
 
     args = argparse.Namespace(quick=False, cache=str(tmp_path), seed=0)
     m = S.Model("ST", None, "", "n", key="weights-1")
@@ -440,7 +428,7 @@ def test_sparsity_values_cache_resumes(tmp_path):
     import dataclasses
 
     _load("sparsity_tables")
-    import _sparsity_common as S
+    S = _load("sparsity_study")
 
     args = argparse.Namespace(quick=False, cache=str(tmp_path), seed=0)
     st = S.quick_model("st")

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from rcurves import genuine as g
-from rcurves.datasets import sunset_oracle_logits_fn, toy_1d, toy_1d_classifiers
+from rcurves.exact import genuine as g
+from rcurves.data import sunset_oracle_logits_fn, toy_1d, toy_1d_classifiers
 
 EPS = np.array([0.0, 0.25, 0.5, 0.75, 0.999, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0, 3.5, 5.0])
 
@@ -48,7 +48,7 @@ def test_toy_standard_and_genuine_match_hand_values(name):
 
 
 def test_toy_classifiers_and_sampler_match_the_paper():
-    """rcurves.datasets' f1, f2, f3 agree with 002's formulas off the break points;
+    """rcurves.data' f1, f2, f3 agree with 002's formulas off the break points;
     toy_1d samples lie in [-2, -1) for c = -1 and [1, 2) for c = +1, classes balanced."""
     step = lambda v: np.where(v >= 0, 1, -1)
     paper = {"f1": lambda x: step(x - 1), "f2": lambda x: 1 - step(x + 4) + step(x), "f3": step}

@@ -130,8 +130,8 @@ import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 
-from rcurves.runner import point_keys, run_chunked  # noqa: E402
-from rcurves.streaming import map_points  # noqa: E402
+from rcurves.pipeline.runner import point_keys, run_chunked  # noqa: E402
+from rcurves.data.streaming import map_points  # noqa: E402
 
 SMALL = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from rcurves.interclass import (deduplicate, interclass_distances, interclass_summary,
+from rcurves.exact.interclass import (deduplicate, interclass_distances, interclass_summary,
                                 interclass_table)
 
 _ORD = {"l1": 1, "l2": 2, "linf": np.inf}

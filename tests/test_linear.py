@@ -8,7 +8,7 @@ import pytest
 from scipy.optimize import linprog, minimize
 
 from rcurves.curves import robustness_curve
-from rcurves.linear import (
+from rcurves.exact.linear import (
     dual_exponent,
     linear_curve_scale,
     linear_distance,
@@ -360,7 +360,7 @@ def test_jit_friendly_and_no_retrace():
     y = np.array([0, 1, 0, 1])
     traced = jax.jit(lambda w_, x_: linear_distance(w_, b, x_, 2, jnp.asarray(y)))(w, x)
     np.testing.assert_allclose(traced, linear_distance(w, b, x, 2, y), rtol=1e-6)
-    from rcurves import linear as mod
+    from rcurves.exact import linear as mod
     linear_distance(w, b, x, 3)
     before = mod._binary_distance._cache_size()
     for p in (1, 2, 3, np.inf, "l1"):

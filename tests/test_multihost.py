@@ -44,7 +44,7 @@ def _problem():
     import jax
     import jax.numpy as jnp
     from _models import ball
-    from rcurves.runner import DistanceConfig
+    from rcurves.pipeline.runner import DistanceConfig
 
     rng = np.random.default_rng(3)
     x = rng.uniform(0.2, 0.8, size=(N_RUN, D)).astype(np.float32)
@@ -65,8 +65,8 @@ def _worker(pid: int, port: int, out: str) -> None:
                                initialization_timeout=60)
     import attacks
     import rcurves
-    from rcurves.distributed import make_mesh, on_mesh, per_shard, to_host
-    from rcurves.runner import make_distance_fn, run_chunked
+    from rcurves.pipeline.distributed import make_mesh, on_mesh, per_shard, to_host
+    from rcurves.pipeline.runner import make_distance_fn, run_chunked
 
     f, x, y, cfg, md_kw, key = _problem()
     meta = {"process_index": jax.process_index(), "process_count": jax.process_count(),
@@ -155,7 +155,7 @@ def _launch(out: str):
 
 def test_two_processes_equal_one_device(tmp_path):
     import rcurves
-    from rcurves.runner import make_distance_fn, run_chunked
+    from rcurves.pipeline.runner import make_distance_fn, run_chunked
 
     out = str(tmp_path)
     procs, logs = _launch(out)

@@ -4,8 +4,8 @@ import pytest
 import scipy.stats
 from sklearn.neighbors import KNeighborsClassifier
 
-from rcurves.agreement import agreement_with_reference, mcnemar_exact
-from rcurves.nearest import nn1_distance, nn1_distance_result, nn1_neighbors, nn1_predict, tie_accuracy
+from rcurves.claims.agreement import agreement_with_reference, mcnemar_exact
+from rcurves.exact.nearest import nn1_distance, nn1_distance_result, nn1_neighbors, nn1_predict, tie_accuracy
 
 NORM = {"linf": lambda v: np.abs(v).max(-1), "l1": lambda v: np.abs(v).sum(-1),
         "l2": lambda v: np.sqrt((v * v).sum(-1))}

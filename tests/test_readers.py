@@ -6,8 +6,8 @@ import struct
 import numpy as np
 import pytest
 
-from rcurves import readers
-from rcurves.loading import load_data
+from rcurves.data import readers
+from rcurves.data import load_data
 
 
 def _idx(path, arr, gz=False, code=0x08, chop=0, extra=b""):

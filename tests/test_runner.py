@@ -10,7 +10,7 @@ import pytest
 import attacks
 from _models import exact_multiclass, multiclass_linear
 from _rss import random_npy, run_child
-from rcurves.runner import (
+from rcurves.pipeline.runner import (
     DistanceConfig,
     RunnerError,
     chunk_path,
@@ -206,7 +206,7 @@ def test_ensemble_distances_in_a_run(tmp_path):
     with the default members for the budget and the points' own keys; every
     one re-checked and never below the exact distance."""
     from attacks.ensemble import default_attacks
-    from rcurves.runner import point_keys
+    from rcurves.pipeline.runner import point_keys
     rng = np.random.default_rng(4)
     W, b = rng.normal(size=(5, 6)), rng.normal(size=5) * 0.1
     f = multiclass_linear(W, b)
@@ -226,7 +226,7 @@ def test_ensemble_distances_in_a_run(tmp_path):
 
 def test_search_schedule_defaults_and_budget():
     from attacks.minimal import budget_schedule
-    from rcurves.runner import search_schedule
+    from rcurves.pipeline.runner import search_schedule
 
     x = jnp.zeros((3, 6))
     ten = lambda xb: jnp.zeros((xb.shape[0], 10))   # noqa: E731
@@ -256,7 +256,7 @@ import os, sys, time
 sys.path.insert(0, sys.argv[4])
 import numpy as np
 import jax, jax.numpy as jnp
-from rcurves import runner
+from rcurves.pipeline import runner
 from _models import multiclass_linear
 
 out_dir, mode, arg = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -436,8 +436,8 @@ def test_a_run_started_in_memory_resumes_on_the_memory_mapped_data(tmp_path, mon
     """Same manifest (fingerprint of the float32 data), same results; only missing chunks run.
     Blocks of the validation pass and of dataset_fingerprint are made tiny, so the digest is
     assembled from many blocks."""
-    import rcurves.datasets as ds
-    import rcurves.runner as rn
+    import rcurves.data.builtin as ds
+    import rcurves.pipeline.runner as rn
 
     monkeypatch.setattr(rn, "_SCAN_BYTES", 40)
     monkeypatch.setattr(ds, "_FINGERPRINT_BLOCK_BYTES", 40)
@@ -490,7 +490,7 @@ def test_a_memory_map_on_several_devices_with_scattered_missing_chunks(tmp_path)
 
 
 def test_bad_values_in_a_memory_map_are_refused_before_anything_runs(tmp_path, monkeypatch):
-    import rcurves.runner as rn
+    import rcurves.pipeline.runner as rn
 
     monkeypatch.setattr(rn, "_SCAN_BYTES", 4 * 3 * 4)        # 4-row blocks: the NaN is in a late one
     x, y = data(n=40)
@@ -525,7 +525,7 @@ _RUNNER_RSS_CHILD = r"""
 import json, sys
 import numpy as np
 import jax
-from rcurves.runner import run_chunked
+from rcurves.pipeline.runner import run_chunked
 
 path, out_dir = sys.argv[1], sys.argv[2]
 x = np.load(path, mmap_mode="r")

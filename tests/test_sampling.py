@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from rcurves import datasets as ds
-from rcurves import sampling
+from rcurves import data as ds
+from rcurves.data import sampling
 
 
 def _max_prefix_deviation(y):

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from rcurves.linear import linear_logits_fn
+from rcurves.exact.linear import linear_logits_fn
 from rcurves.sparsity import (
     MEASURED,
     MISCLASSIFIED,

@@ -6,7 +6,7 @@ import pytest
 
 import attacks
 import rcurves
-from rcurves.streaming import iter_chunks, map_points
+from rcurves.data.streaming import iter_chunks, map_points
 from _models import ball
 from _rss import random_npy, run_child
 
@@ -73,12 +73,12 @@ _RSS_CHILD = r"""
 import json, sys
 import numpy as np
 import rcurves
-from rcurves.streaming import map_points
+from rcurves.data.streaming import map_points
 
 path, how = sys.argv[1], sys.argv[2]
 x = np.load(path, mmap_mode="r")
 w = np.linspace(-1, 1, x.shape[1]).astype(np.float32)
-rcurves.linear._STREAM_BYTES = 1024 * 784 * 4   # 1024-row chunks, like map_points below
+rcurves.exact.linear._STREAM_BYTES = 1024 * 784 * 4   # 1024-row chunks, like map_points below
 if how == "map_points":
     run = lambda a: map_points(lambda xc: rcurves.linear_distance(w, 0.1, xc, 2), a, chunk_size=1024)
 else:                                  # linear_distance itself on the memory map
@@ -104,7 +104,7 @@ def test_streaming_a_memory_map_keeps_peak_memory_bounded_by_the_chunk(tmp_path,
 
 
 def test_linear_distance_of_a_memory_map_equals_the_in_memory_answer(tmp_path, monkeypatch):
-    monkeypatch.setattr(rcurves.linear, "_STREAM_BYTES", 1000 * 12 * 4)   # 3 chunks, the last padded
+    monkeypatch.setattr(rcurves.exact.linear, "_STREAM_BYTES", 1000 * 12 * 4)   # 3 chunks, the last padded
     rng = np.random.default_rng(3)
     x = rng.uniform(0, 1, size=(2500, 12)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)

@@ -7,9 +7,11 @@ import jax
 import numpy as np
 import pytest
 
-from rcurves import sweep, zoo
+from rcurves.pipeline import sweep
+
+from rcurves.models import zoo
 from rcurves.models import ModelConfig
-from rcurves.training import TrainConfig
+from rcurves.models.training import TrainConfig
 
 _EVENTS = []
 jax.monitoring.register_event_duration_secs_listener(
@@ -29,7 +31,7 @@ def test_training_keeps_epochs_and_final_model_is_the_zoo_model(tmp_path):
     assert zoo.epoch_checkpoints(e, cache) == []
     m = zoo.load(e, cache=cache, progress=False, checkpoint_every=3)  # retrains, keeping epochs 3 and 4
     assert m.trained_now and [ep for ep, _ in zoo.epoch_checkpoints(e, cache)] == [3, 4] == zoo.kept_epochs(e, 3)
-    from rcurves.checkpoint import load_checkpoint
+    from rcurves.models.checkpoint import load_checkpoint
 
     last = load_checkpoint(zoo.epoch_checkpoints(e, cache)[-1][1])
     for a, b in zip(jax.tree_util.tree_leaves(last.params), jax.tree_util.tree_leaves(m.params)):
@@ -46,7 +48,7 @@ def test_sweep_compiles_once_and_rows_match_distances(tmp_path):
     zoo.load(e, cache=cache, progress=False, checkpoint_every=1)
     kept = dict(zoo.epoch_checkpoints(e, cache))
     kw = dict(norm="linf", thresholds=(0.05, 0.1), n=24, seed=0, progress=False,
-              attack=__import__("rcurves.evaluate", fromlist=["AttackSettings"]).AttackSettings(gradients=40, cw=False))
+              attack=__import__("rcurves.pipeline.evaluation", fromlist=["AttackSettings"]).AttackSettings(gradients=40, cw=False))
     sweep.evaluate_checkpoints({1: kept[1]}, "digits", **kw)
     start = len(_EVENTS)
     sw = sweep.evaluate_checkpoints({k: kept[k] for k in (2, 3, 4)}, "digits", name=e.name, **kw)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import attacks
-from rcurves.datasets import digits
+from rcurves.data import digits
 from rcurves.models import ModelConfig, accuracy, make_logits_fn
-from rcurves.training import TrainConfig, eps_schedule, make_train_step, train
+from rcurves.models.training import TrainConfig, eps_schedule, make_train_step, train
 
 MLP = ModelConfig(arch="mlp", input_shape=(8, 8, 1), n_classes=10, hidden=(64,))
 LIN = ModelConfig(arch="linear", input_shape=(8, 8, 1), n_classes=10)
@@ -69,7 +69,7 @@ def test_training_is_deterministic_in_the_key(data):
 def test_adversarial_steps_train_on_perturbed_points(data):
     """With the same key and batch, an AT step and an ST step give different updates."""
     xtr, ytr, _, _ = data
-    from rcurves.training import init_state
+    from rcurves.models.training import init_state
 
     st_cfg = TrainConfig(method="st", batch_size=32)
     at_cfg = TrainConfig(method="at", norm="linf", eps=0.3, batch_size=32, attack_steps=3)
@@ -124,7 +124,7 @@ def test_bad_configurations_and_inputs():
 
 def test_cosine_schedule_and_adam_equivalence():
     import optax
-    from rcurves.training import init_state, learning_rate
+    from rcurves.models.training import init_state, learning_rate
 
     cfg = TrainConfig(lr=2e-3, lr_schedule="cosine")
     assert learning_rate(cfg, 0, 100) == pytest.approx(2e-3)
@@ -153,7 +153,7 @@ def test_cosine_schedule_and_adam_equivalence():
 
 def test_shift_noise_and_cutout_augmentations():
     import jax
-    from rcurves.training import augment_batch
+    from rcurves.models.training import augment_batch
 
     rng = np.random.default_rng(1)
     x = rng.uniform(0.1, 1.0, size=(12, 9, 9, 1)).astype(np.float32)
@@ -191,7 +191,7 @@ def test_mixup_training_reduces_its_loss():
 @pytest.mark.parametrize("aug", ["cutmix", "ricap"])
 def test_cutmix_and_ricap_tile_source_pixels_and_weight_labels_by_area(aug):
     """Every output pixel is a pixel of one source image; the soft label is the area share of each source."""
-    from rcurves.training import mix_batch
+    from rcurves.models.training import mix_batch
 
     b, h, w = 6, 9, 7
     # image j is the constant j + 1 (so a pixel names its source), labels j (one class each)
@@ -208,7 +208,7 @@ def test_cutmix_and_ricap_tile_source_pixels_and_weight_labels_by_area(aug):
 
 
 def test_augment_prob_changes_that_fraction_and_names():
-    from rcurves.training import augment
+    from rcurves.models.training import augment
 
     cfg = TrainConfig(augment="noise", noise_std=0.5, augment_prob=0.5)
     assert cfg.name == "ST+noise50%" and TrainConfig(method="at", eps=0.1, attack_steps=1).name == "AT-linf-0.1-1step"

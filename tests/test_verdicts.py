@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from rcurves import verdicts as V
+from rcurves.claims import verdicts as V
 
 
 def test_paired_effect_all_outcomes():
@@ -150,7 +150,7 @@ def test_ranking_changes_all_outcomes():
 
 
 def test_ranking_changes_agrees_with_significant_reversal():
-    from rcurves.compare import mcnemar_scan, significant_reversal
+    from rcurves.claims.compare import mcnemar_scan, significant_reversal
 
     rng = np.random.default_rng(0)
     for trial in range(20):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from attacks.vertex import m_effective, ranks, vertex_pgd, vertex_pgd_result
-from rcurves.linear import linear_logits_fn
+from rcurves.exact.linear import linear_logits_fn
 
 
 def _problem(n, d, seed, lo=-2.0, hi=2.0):

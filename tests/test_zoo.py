@@ -1,11 +1,11 @@
-"""rcurves.zoo: named recipes, cached checkpoints, keys that change with the recipe."""
+"""rcurves.models.zoo: named recipes, cached checkpoints, keys that change with the recipe."""
 import dataclasses
 import threading
 
 import numpy as np
 import pytest
 
-from rcurves import zoo
+from rcurves.models import zoo
 from rcurves.models import ModelConfig
 
 

@@ -7,7 +7,9 @@ CROWN, alpha-CROWN) lower bounds, ``exact_distance`` (MILP) both bounds,
 closing them where the network is small, and ``robustness_band`` the two
 curves that bracket the true robustness curve.
 
-    from rcurves import certify, zoo
+    from rcurves import certify
+
+    from rcurves.models import zoo
     m = zoo.load("mnist-mlp-at-linf-0.1")
     net = certify.from_model(m.model, m.params)
     r = certify.certified_radius(net, x, y, norm="linf", upper=attack_distances)

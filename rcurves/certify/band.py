@@ -162,9 +162,9 @@ def evaluation_bands(ev, models, x: Any, y: Any, *, method: str = "crown",
     """The band of every toolkit model of an evaluation: ``{label: {norm: ModelBand}}``.
 
     Args:
-      ev: an ``rcurves.evaluate.Evaluation`` (its attack distances are the
+      ev: an ``rcurves.pipeline.evaluation.Evaluation`` (its attack distances are the
         upper bounds).
-      models: ``{label: LoadedModel}`` (``rcurves.loading``); models without a
+      models: ``{label: LoadedModel}`` (``rcurves.models.load``); models without a
         toolkit config (a bare ``logits_fn``) have no network to bound and are
         left out.
       x, y: the evaluation's points ``(n, ...)`` and labels ``(n,)``.
@@ -200,7 +200,7 @@ def save_bands(bands: dict, out_dir: str, title: str, *, points: Optional[Any] =
     import os
 
     from rcurves.plotting import plot_bands
-    from rcurves.report import json_float, json_list, write_json, write_text
+    from rcurves.files import json_float, json_list, write_json, write_text
 
     os.makedirs(out_dir, exist_ok=True)
     doc = {"method": method, "points": None if points is None else [int(i) for i in points],

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcurves.models import ModelConfig, conv2d_patches
+from rcurves.models.architectures import ModelConfig, conv2d_patches
 
 
 def _static(**kw):

@@ -1,0 +1,492 @@
+"""Shared by the paper-004 experiments (adversarial sparsity): data, radii, budgets, fair samples, measurements.
+
+**Setting.** Paper 004 measured CIFAR-10 ResNets; our stand-in is full MNIST
+(60,000 / 10,000 images) and the zoo's ``mnist-full-cnn-*`` models (the C.1
+CNN of paper 000 trained here: ST, AT, augmentations). Every claim row says
+so (:data:`SETTING`). ``--quick`` runs in the test suite on an empty model
+cache: small MLPs trained here on scikit-learn's 8x8 digits (memoised, so all
+the 004 scripts run in one process share them and their compiled programs:
+they are pytree callables of one architecture) and a tiny search budget with
+a fixed batch shape; its numbers are not the paper's claims.
+
+**Radii.** Paper 004 evaluates CIFAR-10 at l_2 0.5 and l_inf 8/255, the
+training radius of its AT models, where its undefended models have 0 %
+adversarial accuracy. On MNIST we use the training radii of the zoo's AT
+models, l_inf 0.1 (AT-linf-0.1, its 1-step and augmented variants) and l_2
+1.5 (AT-l2-1.5), where the ST CNN is mostly (~80 %) broken; digits (--quick):
+l_inf 0.12 and l_2 0.6.
+
+**Points** (the issue "every number from a fair sample"). The pool is the
+first ``n_pool`` points of the class-interleaved held-out split
+(``rcurves.data.sampling``: any prefix is a stratified sample), the same for every
+model. A model's *vulnerable* points are those of the pool it classifies
+correctly and APGD breaks at eps (:func:`broken_by_attack`). Sparsity is
+measured on stratified samples of vulnerable points
+(``rcurves.data.sampling.stratified`` with the vulnerable mask: each class in
+proportion to its share of the vulnerable points), and comparisons between
+models are **paired**: on the points vulnerable for every model compared.
+Each pool point has its own key (``fold_in(key, pool index)``), so a point
+has the same random directions (and plain-attack start) for every model and
+in every call: per-point values measured for one comparison serve the next
+(:class:`Study`).
+
+**The l_2 box floor.** In [0, 1]^d the sphere of radius eps around a point
+of MNIST (most pixels at 0 or 1) is mostly outside the box: the nearest
+point of sphere n box to a random direction is already far from it
+(``attacks.cap.min_angle_point``), so every l_2 sparsity lies in
+``[floor, pi]`` with a floor of ~0.7 rad at eps 1.5. Ratios and relative
+effects in l_2 are therefore taken on the *excess over the floor* (for
+CIFAR-10 at eps 0.5 the floor is ~0, so this is the paper's own quantity
+there); paired differences need no correction (the floor is a property of
+the point, eps and direction, not of the model).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from typing import Callable, Dict, Optional, Sequence
+
+import numpy as np
+
+EPS = {"mnist-full": {"l2": 1.5, "linf": 0.1}, "digits": {"l2": 0.6, "linf": 0.12}}
+BOUNDS = (0.0, 1.0)
+SETTING = ("full MNIST (10,000 held-out images) and the zoo's mnist-full C.1 CNNs, our stand-in for the paper's "
+           "CIFAR-10 ResNets")
+QUICK_SETTING = "--quick: 8x8 digits and MLP stand-ins trained in seconds (not the paper's claims)"
+UNIT = {"l2": "rad", "linf": "dims"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How many points and how hard: the pool of ``n_pool`` held-out points (adversarial accuracy, vulnerable
+    masks), ``n_sparsity`` points per sparsity sample, the estimator's directions, bisection rounds and PGD
+    steps, the vulnerability attack's steps per loss, and the points per jitted call."""
+
+    n_pool: int
+    n_sparsity: int
+    directions: int
+    search_steps: int
+    steps: int
+    attack_steps: int
+    batch_points: int
+    ce: bool  # also APGD with the cross-entropy loss (the margin loss always runs)
+
+
+# Paper: 1,000 vulnerable points x 100 directions x 10 search steps x 20 PGD steps. Here 8 directions: the
+# spread over directions is ~0.035 rad per point (sparsity_margin), so 8 directions add ~0.012 rad of noise to a
+# point whose value varies by ~0.17 rad over points: the points, not the directions, set the standard errors.
+FULL = Budget(n_pool=1000, n_sparsity=40, directions=8, search_steps=10, steps=20, attack_steps=50,
+              batch_points=32, ce=True)
+# One batch shape for every --quick call, so the 004 scripts share compiled programs.
+QUICK = Budget(n_pool=16, n_sparsity=8, directions=4, search_steps=4, steps=5, attack_steps=5,
+               batch_points=8, ce=False)
+
+
+def budget(args) -> Budget:
+    return QUICK if args.quick else FULL
+
+
+def dataset(args) -> str:
+    return "digits" if args.quick else "mnist-full"
+
+
+def setting(args) -> str:
+    return QUICK_SETTING if args.quick else SETTING
+
+
+class Model:
+    """A named ``logits_fn``: ``label`` for tables, ``name`` (zoo name), ``note``, and ``key``: a string that
+    identifies the function's weights and preprocessing for the on-disk cache of vulnerable masks (None: not
+    cached)."""
+
+    def __init__(self, label: str, logits_fn: Callable, note: str, name: str, key: Optional[str] = None,
+                 attack_fns: Optional[Sequence[Callable]] = None):
+        self.label, self.logits_fn, self.note, self.name, self.key = label, logits_fn, note, name, key
+        # the functions whose gradients the vulnerability attack follows (a point is broken if any of them
+        # breaks it, checked on ``logits_fn``); default: ``logits_fn`` itself
+        self.attack_fns = list(attack_fns) if attack_fns else [logits_fn]
+
+
+def quick_model(kind: str = "st") -> Model:
+    """A ``--quick`` stand-in (memoised): an MLP (hidden 64) trained here on digits for 4 epochs, ST or l_inf
+    AT at 0.1 (``kind='at'``), the models the 002/003 quick runs train too. Both are pytree callables of one
+    architecture, so they share every compiled search program."""
+    from shared import tiny
+
+    # The call forms of the 002/003 experiments (lru_cache keys on them): one training for the whole suite.
+    m = tiny("digits", "st", seed=0) if kind == "st" else tiny("digits", "at", 0.1, seed=0)
+    return Model("ST" if kind == "st" else "AT-linf-0.1", m.logits_fn, m.note, m.name)
+
+
+def zoo_model(args, name: str, label: Optional[str] = None) -> Model:
+    """A zoo model (trained and cached on first use), labelled by its training ('ST', 'AT-linf-0.1', ...)."""
+    from rcurves.models import zoo
+
+    m = zoo.load(name, cache=args.cache, retrain=args.retrain, progress=not args.no_progress)
+    return Model(label or m.entry.train.name, m.logits_fn, m.entry.note, m.name, os.path.basename(m.path))
+
+
+# ---------------------------------------------------------------------------
+# the pool and per-point keys
+
+
+def pool(ds: str, n: int):
+    """``(x (n, ...), y (n,), text)``: the first ``n`` points of the class-interleaved held-out split (a
+    stratified sample; ``text`` says so with the class counts)."""
+    from rcurves.data import load_dataset
+    from rcurves.data.sampling import describe
+
+    x, y = load_dataset(ds, "test")
+    n = min(n, x.shape[0])
+    x, y = np.asarray(x[:n], np.float32), np.asarray(y[:n], np.int32)
+    name = "full MNIST" if ds == "mnist-full" else ds
+    d = describe(y, np.arange(n), f"the first {n} of the class-interleaved held-out split of {name} (stratified)")
+    return x, y, d["text"]
+
+
+def point_keys(seed: int, n: int) -> np.ndarray:
+    """``(n, 2)`` uint32: ``fold_in(PRNGKey(seed), i)`` for pool point ``i`` (the estimators' own per-point form)."""
+    import jax
+
+    from attacks.checks import check_key
+
+    return np.asarray(check_key(jax.random.PRNGKey(seed), n))
+
+
+def _chunked(fn, idx: np.ndarray, size: int):
+    """``fn(chunk)`` over chunks of ``idx`` of exactly ``size`` indices (the last padded with its first), concatenated."""
+    outs = []
+    for s in range(0, len(idx), size):
+        c = idx[s:s + size]
+        pad = np.concatenate([c, np.full(size - len(c), c[0], c.dtype)])
+        outs.append(np.asarray(fn(pad))[: len(c)])
+    return np.concatenate(outs) if outs else np.zeros(0)
+
+
+def predictions(logits_fn, x, size: int = 500) -> np.ndarray:
+    return np.concatenate([np.asarray(logits_fn(x[i:i + size])).argmax(-1) for i in range(0, x.shape[0], size)])
+
+
+def broken_by_attack(logits_fn, x, y, eps: float, norm: str, b: Budget, seed: int, bounds=BOUNDS,
+                     idx: Optional[np.ndarray] = None, check_fn: Optional[Callable] = None) -> np.ndarray:
+    """``(n,)`` bool over the pool: APGD (``attacks.pgd``, adaptive steps, ``b.attack_steps`` per loss) at
+    ``eps`` finds a misclassified point, with the logit-margin loss and, if ``b.ce``, also the cross-entropy
+    loss (paper 004's cheaper AutoAttack: APGD-CE and APGD with a margin loss, of which DLR is the scaled
+    form). Only the pool points ``idx`` are attacked (default: all; the others are False). Point ``i`` uses
+    the key ``fold_in(PRNGKey(seed), i)`` whatever the chunking. ``check_fn`` (default ``logits_fn``) decides
+    whether the attack's point is misclassified (a defence attacked through a surrogate gradient is checked
+    on its true forward pass)."""
+    import jax.numpy as jnp
+
+    from attacks.pgd import pgd
+
+    n = x.shape[0]
+    keys = point_keys(seed, n)
+    idx = np.arange(n) if idx is None else np.asarray(idx, np.int64)
+    broken = np.zeros(n, bool)
+    if idx.size == 0:
+        return broken
+    eps_v = np.full(n, eps, np.float32)
+    for loss in ("margin", "ce") if b.ce else ("margin",):
+        todo = idx[~broken[idx]]          # a point broken by one loss needs no other
+        if todo.size == 0:
+            break
+
+        def one(c, loss=loss):
+            xa = pgd(logits_fn, x[c], y[c], eps_v[c], norm=norm, steps=b.attack_steps, key=keys[c],
+                     bounds=bounds, loss=loss)
+            return jnp.argmax((check_fn or logits_fn)(xa), axis=-1) != y[c]
+        broken[todo] |= _chunked(one, todo, b.batch_points).astype(bool)
+    return broken
+
+
+# ---------------------------------------------------------------------------
+# a study: vulnerable masks and per-point sparsity of several models on one pool
+
+
+def _vuln_cache_path(args, model: Model, ds: str, norm: str, eps: float, n: int, b: Budget, bounds) -> Optional[str]:
+    """The on-disk cache of a vulnerable mask (full runs only), keyed by everything that decides it."""
+    if args is None or args.quick or model.key is None:
+        return None
+    import importlib
+    import inspect
+
+    from rcurves.models import zoo
+
+    pgd_module = importlib.import_module("attacks.pgd")     # the module (attacks re-exports the function pgd)
+    with open(pgd_module.__file__, "rb") as fh:   # the attack's code and this file's use of it decide the mask
+        src = fh.read() + inspect.getsource(broken_by_attack).encode()
+    spec = json.dumps([model.key, ds, norm, float(eps), n, b.attack_steps, b.ce, b.batch_points, args.seed,
+                       None if bounds is None else list(bounds), hashlib.sha256(src).hexdigest()[:16]])
+    h = hashlib.sha256(spec.encode()).hexdigest()[:20]
+    d = os.path.join(args.cache or zoo.default_cache(), "evaluations", "sparsity-vulnerable")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, f"{model.label.replace('/', '_')}-{norm}-{h}.npz")
+
+
+def _sparsity_cache_path(args, model: Model, ds: str, norm: str, eps: float, n: int, b: Budget,
+                         bounds) -> Optional[str]:
+    """The on-disk cache of a model's per-point sparsity on a pool (full runs only): keyed by the model's
+    weights and preprocessing, the pool, eps, the budget, the seed, the box and the estimator's code (every
+    file of ``attacks/`` and ``rcurves/sparsity/estimators.py``); a point's value depends on nothing else (its key is
+    its pool index)."""
+    if args is None or args.quick or model.key is None:
+        return None
+    import importlib
+
+    from rcurves.models import zoo
+
+    h = hashlib.sha256()
+    attacks_dir = os.path.dirname(importlib.import_module("attacks.pgd").__file__)
+    files = sorted(os.path.join(attacks_dir, f) for f in os.listdir(attacks_dir) if f.endswith(".py"))
+    for f in files + [importlib.import_module("rcurves.sparsity.estimators").__file__]:
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    spec = json.dumps([model.key, ds, norm, float(eps), n, dataclasses.asdict(b), args.seed,
+                       None if bounds is None else list(bounds), h.hexdigest()[:16]])
+    key = hashlib.sha256(spec.encode()).hexdigest()[:20]
+    d = os.path.join(args.cache or zoo.default_cache(), "evaluations", "sparsity-values")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, f"{model.label.replace('/', '_')}-{norm}-{key}.npz")
+
+
+class Study:
+    """Vulnerable masks and per-point sparsity of models on one pool, measured lazily and kept.
+
+    ``correct(m)``, ``vulnerable(m, norm)``: ``(n,)`` bool over the pool.
+    ``measure(m, norm, idx)``: sparsity on the pool points ``idx`` where ``m``
+    is vulnerable (points already measured are not searched again);
+    ``values(m, norm)``: ``(n,)`` per-point sparsity, NaN where not measured
+    (not asked for, not vulnerable, or not broken by the estimator's own plain
+    attack). ``floor(norm, idx)``: the l_2 box floor of those points (model-free).
+    ``bounds=None``: perturbations in all of R^d (the theory's setting).
+    """
+
+    def __init__(self, args, ds: str, b: Budget, seed: int, x=None, y=None, text: str = "", bounds=BOUNDS,
+                 eps: Optional[Dict[str, float]] = None):
+        if x is None:
+            x, y, text = pool(ds, b.n_pool)
+        self.args, self.ds, self.b, self.seed, self.bounds = args, ds, b, seed, bounds
+        self.x, self.y, self.text = x, y, text
+        self.n = x.shape[0]
+        self.eps = dict(EPS[ds] if eps is None else eps)
+        self.keys = point_keys(seed + 1, self.n)
+        self._correct: Dict[str, np.ndarray] = {}
+        self._vuln: Dict[tuple, np.ndarray] = {}
+        self._vals: Dict[tuple, np.ndarray] = {}
+        self._done: Dict[tuple, np.ndarray] = {}
+        self._pdir: Dict[tuple, np.ndarray] = {}
+        self._floor: Dict[str, np.ndarray] = {}
+        self.seconds: Dict[str, float] = {}
+
+    def _tic(self, what: str, t0: float):
+        import time
+
+        self.seconds[what] = self.seconds.get(what, 0.0) + time.time() - t0
+
+    def correct(self, m: Model) -> np.ndarray:
+        if m.label not in self._correct:
+            self._correct[m.label] = predictions(m.logits_fn, self.x) == self.y
+        return self._correct[m.label]
+
+    def vulnerable(self, m: Model, norm: str) -> np.ndarray:
+        """Correct and broken by :func:`broken_by_attack` at ``self.eps[norm]`` (cached on disk in full runs)."""
+        import time
+
+        k = (m.label, norm)
+        if k in self._vuln:
+            return self._vuln[k]
+        t0 = time.time()
+        correct = self.correct(m)
+        path = _vuln_cache_path(self.args, m, self.ds, norm, self.eps[norm], self.n, self.b, self.bounds)
+        if path and os.path.exists(path):
+            v = np.load(path)["vulnerable"]
+        else:
+            v = np.zeros(self.n, bool)
+            for fn in m.attack_fns:      # a point is vulnerable if any of the model's attack gradients breaks it
+                todo = np.flatnonzero(correct & ~v)
+                v |= broken_by_attack(fn, self.x, self.y, self.eps[norm], norm, self.b, self.seed, self.bounds,
+                                      idx=todo, check_fn=m.logits_fn)
+            if path:
+                tmp = path + ".tmp.npz"
+                np.savez(tmp, vulnerable=v)
+                os.replace(tmp, path)
+        self._vuln[k] = v
+        self._tic("attack", t0)
+        return v
+
+    def robust(self, m: Model, norm: str) -> np.ndarray:
+        return self.correct(m) & ~self.vulnerable(m, norm)
+
+    def measure(self, m: Model, norm: str, idx) -> None:
+        """Sparsity of ``m`` on the pool points ``idx`` where it is vulnerable and not yet searched."""
+        import time
+
+        import jax  # noqa: F401  (the estimators need it loaded)
+
+        from rcurves.sparsity import l2_sparsity_full, linf_sparsity_full
+
+        k = (m.label, norm)
+        path = _sparsity_cache_path(self.args, m, self.ds, norm, self.eps[norm], self.n, self.b, self.bounds)
+        if k not in self._vals:
+            self._vals[k] = np.full(self.n, np.nan)
+            self._done[k] = np.zeros(self.n, bool)
+            self._pdir[k] = np.full((self.n, self.b.directions), np.nan)
+            if path and os.path.exists(path):      # per-point values of earlier runs (same code, model, budget)
+                with np.load(path) as f:
+                    self._vals[k], self._done[k], self._pdir[k] = f["values"], f["done"], f["per_direction"]
+        idx = np.asarray(idx, np.int64)
+        todo = idx[self.vulnerable(m, norm)[idx] & ~self._done[k][idx]]
+        if todo.size == 0:
+            return
+        t0 = time.time()
+        full = l2_sparsity_full if norm == "l2" else linf_sparsity_full
+        res = full(m.logits_fn, self.x[todo], self.y[todo], self.eps[norm], key=self.keys[todo],
+                   n_directions=self.b.directions, search_steps=self.b.search_steps, steps=self.b.steps,
+                   bounds=self.bounds, plain_steps=self.b.attack_steps * (2 if self.b.ce else 1),
+                   batch_points=self.b.batch_points)
+        meas = np.asarray(res.measured)
+        self._vals[k][todo] = np.where(meas, np.asarray(res.per_point, np.float64), np.nan)
+        self._pdir[k][todo] = np.asarray(res.per_direction, np.float64)
+        self._done[k][todo] = True
+        if path:
+            tmp = path + ".tmp.npz"
+            np.savez(tmp, values=self._vals[k], done=self._done[k], per_direction=self._pdir[k])
+            os.replace(tmp, path)
+        self._tic("sparsity", t0)
+
+    def values(self, m: Model, norm: str) -> np.ndarray:
+        return self._vals.get((m.label, norm), np.full(self.n, np.nan))
+
+    def per_direction(self, m: Model, norm: str) -> np.ndarray:
+        return self._pdir.get((m.label, norm), np.full((self.n, self.b.directions), np.nan))
+
+    def searched(self, m: Model, norm: str) -> np.ndarray:
+        return self._done.get((m.label, norm), np.zeros(self.n, bool))
+
+    def floor(self, norm: str, idx) -> np.ndarray:
+        """``(len(idx),)`` l_2 box floor of the pool points ``idx`` at eps (0 for l_inf or without the box)."""
+        idx = np.asarray(idx, np.int64)
+        if norm != "l2" or self.bounds is None:
+            return np.zeros(idx.size)
+        if "l2" not in self._floor:
+            self._floor["l2"] = np.full(self.n, np.nan)
+        f = self._floor["l2"]
+        todo = idx[np.isnan(f[idx])]
+        if todo.size:
+            f[todo] = box_floor(self.x[todo], self.eps["l2"], self.keys[todo], self.b.directions)
+        return f[idx]
+
+    def sample(self, mask: np.ndarray, k: Optional[int] = None, seed: Optional[int] = None) -> np.ndarray:
+        """A stratified sample (``rcurves.data.sampling.stratified``) of ``min(k, count)`` pool points where ``mask``
+        holds, sorted; empty when none."""
+        from rcurves.data.sampling import stratified
+
+        k = self.b.n_sparsity if k is None else k
+        c = int(np.sum(mask))
+        if c == 0 or k <= 0:
+            return np.zeros(0, np.int64)
+        return stratified(self.y, min(k, c), self.seed if seed is None else seed, mask=np.asarray(mask, bool))
+
+    def residual(self, m: Model, norm: str, k: Optional[int] = None) -> Dict:
+        """The paper's row for ``m``: accuracies on the pool, and residual sparsity on a stratified sample of
+        its vulnerable points (measured here if not yet): mean, standard error over points, n."""
+        v = self.vulnerable(m, norm)
+        idx = self.sample(v, k)
+        self.measure(m, norm, idx)
+        vals = self.values(m, norm)[idx]
+        ok = np.isfinite(vals)
+        row = {"model": m.label, "name": m.name, "norm": norm, "eps": self.eps[norm], "n_pool": self.n,
+               "natural_accuracy": float(self.correct(m).mean()),
+               "adversarial_accuracy": float(self.robust(m, norm).mean()),
+               "vulnerable_fraction": float(v.mean()), "n_vulnerable": int(v.sum()), "n_searched": int(idx.size),
+               "n_measured": int(ok.sum()), "index": idx[ok], "per_point": vals[ok]}
+        row.update(mean_se(vals[ok]))
+        if norm == "l2":
+            fl = self.floor(norm, idx[ok])
+            row["box_floor"] = fl
+            row["excess"] = mean_se(vals[ok] - fl)
+        return row
+
+
+def mean_se(v) -> Dict[str, float]:
+    """``{'residual_sparsity', 'residual_stderr'}``: mean and standard error (ddof 1) of the finite values."""
+    v = np.asarray(v, np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {"residual_sparsity": math.nan, "residual_stderr": math.nan}
+    se = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
+    return {"residual_sparsity": float(v.mean()), "residual_stderr": se}
+
+
+def box_floor(x, eps: float, keys, directions: int) -> np.ndarray:
+    """``(n,)`` mean over the estimator's directions of the smallest angle between ``u`` and a point of the
+    eps-sphere inside the box (``attacks.cap.min_angle_point``): the l_2 sparsity a point would have if every
+    perturbation in the box were adversarial. With the box, sparsity lives in [floor, pi]. ``keys``: the
+    per-point keys given to the estimator (the same directions)."""
+    import jax
+    import jax.numpy as jnp
+
+    from attacks.cap import min_angle_point
+    from rcurves.sparsity import l2_directions
+
+    n = x.shape[0]
+    u = np.asarray(l2_directions(jnp.asarray(keys), n, directions, x.shape[1:])).reshape(n, directions, -1)
+    xf = np.asarray(x, np.float32).reshape(n, -1)
+
+    @jax.jit
+    def angles(xf, u):
+        one = lambda xi, ui: min_angle_point(ui, jnp.float32(eps), BOUNDS[0] - xi, BOUNDS[1] - xi).angle  # noqa: E731
+        return jax.vmap(lambda xi, us: jax.vmap(lambda ui: one(xi, ui))(us))(xf, u)
+
+    return np.asarray(angles(xf, u)).mean(axis=1)
+
+
+def paired_values(study: Study, a: Model, b: Model, norm: str, idx) -> tuple:
+    """``(va, vb, idx)``: per-point sparsity of ``a`` and ``b`` on the pool points ``idx`` where both were
+    measured (each measured here where vulnerable, if not yet)."""
+    idx = np.asarray(idx, np.int64)
+    study.measure(a, norm, idx)
+    study.measure(b, norm, idx)
+    va, vb = study.values(a, norm)[idx], study.values(b, norm)[idx]
+    ok = np.isfinite(va) & np.isfinite(vb)
+    return va[ok], vb[ok], idx[ok]
+
+
+def common_sample(study: Study, models: Sequence[Model], norm: str, k: Optional[int] = None) -> tuple:
+    """``(idx, text)``: a stratified sample of the pool points vulnerable for every one of ``models``."""
+    from rcurves.data.sampling import describe
+
+    mask = np.ones(study.n, bool)
+    for m in models:
+        mask &= study.vulnerable(m, norm)
+    idx = study.sample(mask, k)
+    d = describe(study.y, idx, f"stratified sample of the {int(mask.sum())} points of the pool vulnerable for all "
+                               f"{len(models)} models")
+    return idx, d["text"]
+
+
+def fmt_row(r: dict) -> str:
+    return (f"{r['model']} {r['norm']} eps={r['eps']:g}: acc {r['natural_accuracy']:.3f}, adv acc "
+            f"{r['adversarial_accuracy']:.3f}, sparsity {r['residual_sparsity']:.3f} +- {r['residual_stderr']:.3f} "
+            f"{UNIT[r['norm']]} ({r['n_measured']}/{r['n_searched']} measured of {r['n_vulnerable']} vulnerable)")
+
+
+def wilson_text(k: int, n: int) -> str:
+    from rcurves.claims.verdicts import wilson
+
+    lo, hi = wilson(int(k), int(n))
+    return f"{k}/{n} = {k / max(n, 1):.3f} [95% {lo:.3f}, {hi:.3f}]"
+
+
+def mcnemar_text(rob_a: np.ndarray, rob_b: np.ndarray, la: str, lb: str) -> str:
+    """Paired adversarial accuracies of two models on the pool, with the exact two-sided McNemar p."""
+    from rcurves.claims.verdicts import binom_two_sided
+
+    only_a, only_b = int(np.sum(rob_a & ~rob_b)), int(np.sum(rob_b & ~rob_a))
+    return (f"adversarial accuracy {la} {rob_a.mean():.3f} vs {lb} {rob_b.mean():.3f} on the same {rob_a.size} "
+            f"pool points (robust for one only: {only_a} vs {only_b}, McNemar p = "
+            f"{binom_two_sided(only_a, only_a + only_b):.2g})")

@@ -1,0 +1,770 @@
+"""Rules that decide a reproduction's verdict from a statistic, each able to fail.
+
+A claim of a paper is checked by a test whose rule is the paper's statement,
+not a weaker one, and every rule here can return each of its verdicts (the
+unit tests feed each one a case that must fail). A :class:`Verdict` carries
+the test, its statistic, its p-value or interval and ``n``:
+
+* **reproduced** -- the paper's effect shows, in its direction (and, where the
+  paper gives a number, within the stated tolerance);
+* **differs** -- the sample could have shown the effect and shows its
+  absence or its opposite;
+* **inconclusive** -- the sample could not have shown the paper's effect either
+  way (the smallest p-value the test can reach is above ``alpha``, or the
+  interval is too wide); the verdict says what ``n`` would do.
+
+Effect claims ("A is more robust than B") and null claims ("no significant
+difference") are treated symmetrically: a null claim passes only where the
+test had the power to reject it (:func:`null_effect`), so a small sample
+cannot reproduce it by saying nothing.
+
+Rules:
+  :func:`paired_effect`, :func:`null_effect` -- exact McNemar on paired points;
+  :func:`rate_matches` -- a proportion against the paper's number (Wilson interval);
+  :func:`greater` -- a difference of two means with standard errors (z test);
+  :func:`correlation` -- a rank correlation's sign, exact permutation p-value;
+  :func:`all_of` -- a conjunction (the worst verdict wins, reasons joined);
+  :func:`paired_direction` -- :func:`paired_effect` with the power against a known effect size;
+  :func:`rate_below` -- a proportion claimed below a bound (Wilson interval);
+  :func:`value_matches` -- a deterministic number on the paper's own data, within a tolerance;
+  :func:`share_lower` -- one proportion below another, independent samples (Fisher exact).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["KINDS", "VERDICTS", "Verdict", "all_of", "binom_two_sided", "correlation", "greater",
+           "min_discordant", "null_effect", "paired_direction", "paired_effect", "rate_below", "rate_matches",
+           "share_lower", "value_matches", "wilson"]
+
+VERDICTS = ("reproduced", "differs", "inconclusive", "not reproducible here")
+KINDS = ("paper", "self-check", "beyond")
+_ORDER = {"reproduced": 0, "inconclusive": 1, "differs": 2, "not reproducible here": 3}
+
+
+class Verdict(NamedTuple):
+    """A decided claim: the verdict, what was tested (test, statistic, p or interval, n), and why."""
+
+    verdict: str
+    test: str
+    why: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "reproduced"
+
+
+def _alpha(alpha: float) -> float:
+    a = float(alpha)
+    if not 0.0 < a < 1.0:
+        raise ValueError(f"alpha: expected a level in (0, 1), got {alpha!r}")
+    return a
+
+
+def _count(v: Any, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise ValueError(f"{name}: expected a count >= 0, got {v!r}")
+    return int(v)
+
+
+def binom_two_sided(k: int, n: int) -> float:
+    """Exact two-sided binomial p-value of ``k`` successes in ``n`` at 1/2 (1 when n = 0)."""
+    from scipy.stats import binom
+
+    if n == 0:
+        return 1.0
+    return float(min(1.0, 2.0 * min(binom.cdf(k, n, 0.5), binom.sf(k - 1, n, 0.5))))
+
+
+def _binom_one_sided(k_for: int, n: int) -> float:
+    """P(X >= k_for), X ~ Binomial(n, 1/2): the one-sided p of ``k_for`` discordant points in the claimed direction."""
+    from scipy.stats import binom
+
+    return 1.0 if n == 0 else float(binom.sf(k_for - 1, n, 0.5))
+
+
+def min_discordant(alpha: float = 0.05) -> int:
+    """The fewest discordant points with which a one-sided exact McNemar test can reach ``alpha``
+    (all of them in one direction: p = 2^-k)."""
+    return int(math.ceil(math.log2(1.0 / _alpha(alpha))))
+
+
+def paired_effect(n_for: int, n_against: int, *, alpha: float = 0.05, what: str = "the claimed direction",
+                  tests: int = 1) -> Verdict:
+    """Effect claim on paired points: the discordant points favour the claim significantly.
+
+    ``n_for``: points that go the claim's way only (e.g. broken by the
+    less robust model only), ``n_against`` the other way. One-sided exact
+    McNemar (binomial at 1/2) at ``alpha / tests`` (Bonferroni). reproduced:
+    significant for the claim; differs: significant against it (one-sided,
+    same level), or not significant although the test could have been (the
+    effect is not there at this n); inconclusive: even with every discordant
+    point for the claim the test could not reach the level.
+    """
+    a = _alpha(alpha) / max(1, int(tests))
+    nf, na = _count(n_for, "n_for"), _count(n_against, "n_against")
+    k = nf + na
+    p_for, p_against = _binom_one_sided(nf, k), _binom_one_sided(na, k)
+    test = (f"exact one-sided McNemar on {k} discordant points ({nf} for, {na} against): p = {p_for:.2g}"
+            f" (level {a:.2g})")
+    if p_for < a:
+        return Verdict("reproduced", test)
+    if p_against < a:
+        return Verdict("differs", test, f"significant the other way ({what} reversed, p = {p_against:.2g})")
+    if 0.5 ** k >= a:
+        need = int(math.ceil(math.log2(1.0 / a)))
+        return Verdict("inconclusive", test, f"only {k} discordant points: the test cannot reach {a:.2g} with fewer "
+                                             f"than {need} (all in one direction); a larger sample is needed")
+    return Verdict("differs", test, f"no significant effect in {what} (p = {p_for:.2g} with {k} discordant points, "
+                                    f"which could have reached {a:.2g})")
+
+
+def null_effect(n_a: int, n_b: int, *, alpha: float = 0.05, effect: float = 0.75,
+                power: float = 0.8) -> Verdict:
+    """Null claim on paired points ("no significant difference"): passes only where the test had power.
+
+    Two-sided exact McNemar on ``n_a`` vs ``n_b`` discordant points.
+    differs: significant; reproduced: not significant, and the test had at
+    least ``power`` to detect a discordant split of ``effect`` (the larger
+    side's share: the paper's own where it gives one, else 3:1);
+    inconclusive otherwise, with the number of discordant points that would
+    give that power.
+    """
+    a = _alpha(alpha)
+    na_, nb_ = _count(n_a, "n_a"), _count(n_b, "n_b")
+    k = na_ + nb_
+    p = binom_two_sided(na_, k)
+    test = f"exact two-sided McNemar on {k} discordant points ({na_} vs {nb_}): p = {p:.2g}"
+    if p < a:
+        return Verdict("differs", test, f"the difference is significant (p = {p:.2g} < {a:g})")
+    q = float(effect)
+    if not 0.5 < q < 1.0:
+        raise ValueError(f"effect: expected the larger side's share in (0.5, 1), got {effect!r}")
+    pw = _mcnemar_power(k, q, a)
+    test += f"; power {pw:.2f} against a {q:.2f} split"
+    if pw >= power:
+        return Verdict("reproduced", test)
+    need = next((m for m in range(k + 1, 100000) if _mcnemar_power(m, q, a) >= power), None)
+    return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} to see a {q:.2f} split with {k} discordant "
+                                         f"points: the sample could not have shown a difference; about {need} "
+                                         f"would be needed")
+
+
+def _mcnemar_power(k: int, q: float, a: float) -> float:
+    from scipy.stats import binom
+
+    if k == 0:
+        return 0.0
+    ks = np.arange(k + 1)
+    p = np.minimum(1.0, 2.0 * np.minimum(binom.cdf(ks, k, 0.5), binom.sf(ks - 1, k, 0.5)))
+    return float(binom.pmf(ks, k, q)[p < a].sum())
+
+
+def wilson(k: int, n: int, alpha: float = 0.05):
+    """Wilson score interval ``(lo, hi)`` of a proportion ``k / n``."""
+    from scipy.stats import norm
+
+    k, n = _count(k, "k"), _count(n, "n")
+    if n == 0:
+        return 0.0, 1.0
+    z = float(norm.ppf(1 - _alpha(alpha) / 2))
+    ph = k / n
+    den = 1 + z * z / n
+    c = (ph + z * z / (2 * n)) / den
+    h = z * math.sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / den
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def rate_matches(k: int, n: int, paper: float, *, tol: float, alpha: float = 0.05, what: str = "the rate") -> Verdict:
+    """A proportion against the paper's number: is ``paper`` within ``tol`` of our interval?
+
+    reproduced: the 95 % Wilson interval of ``k / n`` meets ``[paper - tol,
+    paper + tol]``; differs: it lies wholly outside; inconclusive: not
+    differs, but the interval is wider than ``4 tol`` (the sample cannot
+    place the rate within the tolerance). ``tol`` is the stated allowance for
+    our models and data differing from the paper's.
+    """
+    lo, hi = wilson(k, n, alpha)
+    t = float(tol)
+    if not t >= 0:
+        raise ValueError(f"tol: expected >= 0, got {tol!r}")
+    test = (f"{what} {k}/{n} = {k / max(n, 1):.3f}, 95% Wilson [{lo:.3f}, {hi:.3f}] vs the paper's {paper:.3f} "
+            f"+- {t:g}")
+    if hi < paper - t or lo > paper + t:
+        side = "below" if hi < paper - t else "above"
+        return Verdict("differs", test, f"{what} is {side} the paper's {paper:.3f} by more than {t:g}")
+    if hi - lo > 4 * t:
+        return Verdict("inconclusive", test, f"n = {n} gives an interval of width {hi - lo:.3f} > 4 x {t:g}")
+    return Verdict("reproduced", test)
+
+
+def greater(mean_a: float, se_a: float, mean_b: float, se_b: float, *, alpha: float = 0.05, factor: float = 1.0,
+            what: str = "a > b") -> Verdict:
+    """``mean_a > factor * mean_b`` for independent estimates with standard errors (one-sided z test).
+
+    ``factor`` > 1 tests "much higher" as a ratio (e.g. 2). reproduced:
+    significant for the claim; differs: significant against it, or not
+    significant although the test could resolve a gap the size of
+    ``factor * mean_b``; inconclusive: a value is missing, or the smallest
+    gap the test can resolve (``z_(1-alpha) * se``) exceeds ``|factor * mean_b|``.
+    """
+    from scipy.stats import norm
+
+    a = _alpha(alpha)
+    f = float(factor)
+    vals = [mean_a, se_a, mean_b, se_b]
+    if not all(math.isfinite(float(v)) for v in vals):
+        return Verdict("inconclusive", f"{what}: {mean_a} vs {mean_b} (not finite)", "a mean or its standard error "
+                                                                                       "is missing (no points)")
+    se = math.hypot(float(se_a), f * float(se_b))
+    diff = float(mean_a) - f * float(mean_b)
+    z = diff / se if se > 0 else (math.inf if diff > 0 else -math.inf if diff < 0 else 0.0)
+    p = float(norm.sf(z))
+    test = (f"{what}: {mean_a:.4g} +- {se_a:.2g} vs {'' if f == 1 else f'{f:g} x '}{mean_b:.4g} +- {se_b:.2g}, "
+            f"one-sided z = {z:.2f}, p = {p:.2g}")
+    if p < a:
+        return Verdict("reproduced", test)
+    if float(norm.cdf(z)) < a:
+        return Verdict("differs", test, f"significantly the other way ({what} fails, z = {z:.2f})")
+    zc = float(norm.ppf(1 - a))
+    if abs(f * float(mean_b)) > 0 and zc * se > abs(f * float(mean_b)):
+        return Verdict("inconclusive", test, f"the standard error ({se:.2g}) is too large to tell at level {a:g}")
+    return Verdict("differs", test, f"not significant ({what}: z = {z:.2f})")
+
+
+def correlation(x: Sequence[float], y: Sequence[float], *, sign: int = 1, alpha: float = 0.05,
+                what: str = "the rank correlation") -> Verdict:
+    """The sign of Spearman's rank correlation, exact one-sided permutation p-value (n <= 8) or scipy's.
+
+    reproduced: significant in the direction ``sign``; differs: significant
+    the other way, or not significant although ``n`` could have been;
+    inconclusive: ``n`` so small that no ordering reaches ``alpha``
+    (``1 / n! >= alpha``, i.e. n <= 3 at 5 %).
+    """
+    from scipy.stats import spearmanr
+
+    a = _alpha(alpha)
+    xs, ys = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    n = xs.size
+    if n < 2:
+        return Verdict("inconclusive", f"{what}: n = {n}", "fewer than two values")
+    rho = float(spearmanr(xs, ys).statistic) if n >= 2 else float("nan")
+    if n <= 8:
+        from scipy.stats import rankdata
+
+        rx, ry = rankdata(xs), rankdata(ys)
+        rx, ry = rx - rx.mean(), ry - ry.mean()
+        pm = ry[np.asarray(list(itertools.permutations(range(n))))]          # (n!, n): every reordering
+        den = math.sqrt(float((rx ** 2).sum() * (ry ** 2).sum())) or 1.0
+        perms = pm @ rx / den
+        p = float(np.mean(sign * perms >= sign * rho - 1e-12))
+        p_other = float(np.mean(-sign * perms >= -sign * rho - 1e-12))
+        min_p = 1.0 / math.factorial(n)
+    else:
+        r = spearmanr(xs, ys, alternative="greater" if sign > 0 else "less")
+        p = float(r.pvalue)
+        p_other = float(spearmanr(xs, ys, alternative="less" if sign > 0 else "greater").pvalue)
+        min_p = 0.0
+    test = f"{what}: Spearman rho = {rho:.2f} over n = {n}, one-sided p = {p:.2g}"
+    if p < a:
+        return Verdict("reproduced", test)
+    if p_other < a:
+        return Verdict("differs", test, f"significantly of the opposite sign (p = {p_other:.2g})")
+    if min_p >= a:
+        need = next(m for m in range(2, 30) if 1.0 / math.factorial(m) < a)
+        return Verdict("inconclusive", test, f"n = {n} values cannot reach p < {a:g} (at least {need} needed)")
+    return Verdict("differs", test, f"not significant (rho = {rho:.2f}, p = {p:.2g}, n = {n})")
+
+
+def all_of(*verdicts: Verdict, test_sep: str = "; ") -> Verdict:
+    """A conjunction: the worst verdict (differs > inconclusive > reproduced), tests and reasons joined."""
+    if not verdicts:
+        raise ValueError("verdicts: expected at least one")
+    worst = max(verdicts, key=lambda v: _ORDER[v.verdict]).verdict
+    why = test_sep.join(v.why for v in verdicts if v.why and v.verdict != "reproduced")
+    return Verdict(worst, test_sep.join(v.test for v in verdicts), why)
+
+
+def _one_sided_power(k: int, q: float, a: float) -> float:
+    """Power of the one-sided exact McNemar test (level ``a``) on ``k`` discordant points when a share
+    ``q`` of them go the claim's way."""
+    from scipy.stats import binom
+
+    if k == 0:
+        return 0.0
+    ks = np.arange(k + 1)
+    reject = binom.sf(ks - 1, k, 0.5) < a            # P(X >= c) < a: the claim's way significant at c
+    return float(binom.pmf(ks, k, q)[reject].sum())
+
+
+def paired_direction(n_for: int, n_against: int, *, effect: float, alpha: float = 0.05, power: float = 0.8,
+                     what: str = "the claimed direction") -> Verdict:
+    """Effect claim on paired points whose size is known (the paper's own split): significant, or powerless.
+
+    Like :func:`paired_effect` (one-sided exact McNemar on ``n_for`` vs
+    ``n_against`` discordant points), but a non-significant result counts
+    against the claim only when the test had ``power`` to detect a discordant
+    split of ``effect`` (the claim's share, e.g. the paper's ``n_for / (n_for +
+    n_against)``). reproduced: significant for the claim; differs: significant
+    against it, or not significant although the power was reached;
+    inconclusive: not significant and underpowered, with the number of
+    discordant points that would give the power.
+    """
+    a = _alpha(alpha)
+    nf, na = _count(n_for, "n_for"), _count(n_against, "n_against")
+    q = float(effect)
+    if not 0.5 < q < 1.0:
+        raise ValueError(f"effect: expected the claim's share of discordant points in (0.5, 1), got {effect!r}")
+    k = nf + na
+    p_for, p_against = _binom_one_sided(nf, k), _binom_one_sided(na, k)
+    pw = _one_sided_power(k, q, a)
+    test = (f"exact one-sided McNemar on {k} discordant points ({nf} for, {na} against): p = {p_for:.2g} "
+            f"(level {a:g}); power {pw:.2f} against the split {q:.3f}")
+    if p_for < a:
+        return Verdict("reproduced", test)
+    if p_against < a:
+        return Verdict("differs", test, f"significant the other way ({what} reversed, p = {p_against:.2g})")
+    if pw >= power:
+        return Verdict("differs", test, f"no significant effect in {what} although the test had power {pw:.2f} "
+                                        f"against the split {q:.3f}")
+    need = next((m for m in range(k + 1, 100000) if _one_sided_power(m, q, a) >= power), None)
+    return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} against the split {q:.3f} with {k} discordant "
+                                         f"points: about {need} would be needed")
+
+
+def rate_below(k: int, n: int, bound: float, *, alpha: float = 0.05, what: str = "the rate") -> Verdict:
+    """A proportion claimed to be below ``bound`` (e.g. "fewer than half"): the Wilson interval decides.
+
+    reproduced: the ``1 - alpha`` Wilson interval of ``k / n`` lies below
+    ``bound``; differs: it lies above (at or above the bound significantly);
+    inconclusive: it contains ``bound``, with the ``n`` that would put the
+    interval below it at the observed rate (none when that rate is not below).
+    """
+    kk, nn = _count(k, "k"), _count(n, "n")
+    if kk > nn:
+        raise ValueError(f"k: expected at most n = {nn}, got {kk}")
+    b = float(bound)
+    if not 0.0 < b < 1.0:
+        raise ValueError(f"bound: expected a proportion in (0, 1), got {bound!r}")
+    lo, hi = wilson(kk, nn, alpha)
+    rate = kk / nn if nn else float("nan")
+    test = f"{what} {kk}/{nn} = {rate:.3f}, {1 - _alpha(alpha):.0%} Wilson [{lo:.3f}, {hi:.3f}] vs < {b:g}"
+    if nn and hi < b:
+        return Verdict("reproduced", test)
+    if nn and lo > b:
+        return Verdict("differs", test, f"{what} is significantly above {b:g}")
+    if not nn or rate >= b:
+        return Verdict("inconclusive", test, f"{what} is not below {b:g} here" + ("" if nn else " (no points)")
+                       + " and the interval contains it: no larger sample at this rate would show the claim")
+    m = nn
+    while wilson(int(round(rate * m)), m, alpha)[1] >= b and m < 10 ** 9:
+        m *= 2
+    lo_m, hi_m = nn, m
+    while hi_m - lo_m > 1:                     # the smallest n at this rate whose interval ends below the bound
+        mid = (lo_m + hi_m) // 2
+        if wilson(int(round(rate * mid)), mid, alpha)[1] < b:
+            hi_m = mid
+        else:
+            lo_m = mid
+    return Verdict("inconclusive", test, f"the interval contains {b:g}: about n = {hi_m} points at this rate would "
+                                         f"put it below")
+
+
+def value_matches(ours: float, paper: float, *, tol: float, what: str = "the value") -> Verdict:
+    """A deterministic number computed on the paper's own data (no sampling): equal within ``tol``.
+
+    For quantities with no sampling error (e.g. a 1-NN's accuracy on the same
+    training and test sets), the only allowance is ``tol`` (float rounding,
+    the paper's printed digits). reproduced: ``|ours - paper| <= tol``;
+    differs otherwise.
+    """
+    t = float(tol)
+    if not t >= 0:
+        raise ValueError(f"tol: expected >= 0, got {tol!r}")
+    o, p = float(ours), float(paper)
+    test = f"{what} {o:.6g} vs the paper's {p:.6g} (difference {o - p:+.3g}, tolerance {t:g}; same data, no sampling)"
+    if math.isfinite(o) and abs(o - p) <= t:
+        return Verdict("reproduced", test)
+    return Verdict("differs", test, f"{what} differs from the paper's {p:.6g} by {abs(o - p):.3g} > {t:g}")
+
+
+# ---------------------------------------------------------------------------
+# orders of two models over many thresholds (paper 000: "the ranking changes", "a is more robust than b")
+
+
+def _scan_counts(only_a: Any, only_b: Any):
+    """``(only_a, only_b, k, p)`` as int64 / float64 arrays: the discordant counts at each threshold
+    and the exact two-sided McNemar p-value there (1 where there are none)."""
+    from scipy.stats import binom
+
+    oa, ob = np.asarray(only_a), np.asarray(only_b)
+    if oa.ndim != 1 or oa.shape != ob.shape:
+        raise ValueError(f"only_b: expected the shape of only_a, a 1-d array ({oa.shape}), got {ob.shape}")
+    if oa.size and (not np.issubdtype(oa.dtype, np.integer) or not np.issubdtype(ob.dtype, np.integer)
+                    or (oa < 0).any() or (ob < 0).any()):
+        raise ValueError("only_a: expected counts >= 0 (integers) at every threshold")
+    oa, ob = oa.astype(np.int64), ob.astype(np.int64)
+    k = oa + ob
+    p = np.minimum(1.0, 2.0 * np.minimum(binom.cdf(oa, k, 0.5), binom.sf(oa - 1, k, 0.5)))
+    return oa, ob, k, np.where(k == 0, 1.0, p)
+
+
+def significant_sides(only_a: Any, only_b: Any, *, level: float) -> np.ndarray:
+    """Per threshold: ``+1`` where ``a`` is significantly more robust than ``b`` (fewer points broken by
+    ``a`` only than by ``b`` only, exact two-sided McNemar p < ``level``), ``-1`` where ``b`` is, 0 elsewhere.
+
+    ``only_a``, ``only_b``: ``(m,)`` counts of the points broken within each threshold by ``a`` only and
+    by ``b`` only (``rcurves.claims.compare.mcnemar_scan``). ``level`` is the per-test level (already
+    Bonferroni-corrected by the caller). Returns ``(m,)`` int8.
+    """
+    oa, ob, _, p = _scan_counts(only_a, only_b)
+    lev = _alpha(level)
+    return np.where(p < lev, np.sign(ob - oa), 0).astype(np.int8)
+
+
+def sign_changes(sides: Any) -> int:
+    """How many times a sequence of ``+1 / 0 / -1`` changes sign, zeros skipped: the significant order
+    changes along the thresholds (``[1, 0, -1, -1, 1]`` -> 2)."""
+    s = np.asarray(sides)
+    s = s[s != 0]
+    return int(np.count_nonzero(s[1:] != s[:-1])) if s.size > 1 else 0
+
+
+def ranking_changes(scans: Sequence[Any], *, alpha: float = 0.05, at_least: int = 1,
+                    what: str = "model pairs") -> Verdict:
+    """"The ranking depends on the threshold": significant order changes between pairs of models.
+
+    ``scans``: one ``(only_a (m_p,), only_b (m_p,))`` per pair of models, the discordant counts at that
+    pair's thresholds in increasing order (``mcnemar_scan`` at every distinct finite distance of either
+    model, as ``rcurves.claims.compare.significant_reversal``, or at a few point-wise thresholds). A pair's
+    order changes where it is significantly one way at one threshold and significantly the other way
+    at a larger one (exact two-sided McNemar at ``alpha / (m_p * P)``: Bonferroni over the thresholds
+    and the ``P`` pairs); a crossing of the curves inside the noise never counts. reproduced: at least
+    ``at_least`` significant changes over all pairs (a pair reversed once counts 1, reversed and back 2);
+    inconclusive: fewer, and no pair had enough discordant points at any threshold to reach its level
+    (``2 * 2^-k``), so the sample could not have shown a change; differs: fewer although it could have.
+    """
+    a = _alpha(alpha)
+    need = int(at_least)
+    if need < 1:
+        raise ValueError(f"at_least: expected >= 1, got {at_least!r}")
+    P = len(scans)
+    changes, could, reversed_pairs = 0, 0, 0
+    for oa, ob in scans:
+        oa, ob, k, _ = _scan_counts(oa, ob)
+        lev = a / max(1, oa.size * P)
+        c = sign_changes(significant_sides(oa, ob, level=lev))
+        changes += c
+        reversed_pairs += c > 0
+        if k.size and 2.0 * 0.5 ** int(k.max()) < lev:
+            could += 1
+    test = (f"{changes} significant order changes in {reversed_pairs} of {P} {what} (exact two-sided McNemar at "
+            f"every threshold, Bonferroni over each pair's thresholds and the {P} pairs, {a:g}); needed: "
+            f"{need}")
+    if changes >= need:
+        return Verdict("reproduced", test)
+    if could == 0:
+        return Verdict("inconclusive", test, f"none of the {P} {what} had enough discordant points to reach its "
+                                             f"level at any threshold: a larger sample is needed")
+    return Verdict("differs", test, f"only {changes} significant order changes (needed {need}), although {could} "
+                                    f"of the {P} {what} could have shown them: the other crossings are within "
+                                    f"sampling noise")
+
+
+def dominates(only_a: Any, only_b: Any, *, alpha: float = 0.05, tests: Optional[int] = None,
+              eps: Optional[Sequence[float]] = None, names: Sequence[str] = ("a", "b"),
+              what: str = "a more robust than b") -> Verdict:
+    """"``a`` is more robust than ``b``" over a range of thresholds, on the same points.
+
+    ``only_a``, ``only_b``: ``(m,)`` points broken within each threshold by ``a`` only / ``b`` only. Exact
+    two-sided McNemar at every threshold at level ``alpha / tests`` (default ``tests = m``: Bonferroni
+    over the thresholds; pass more when several ranges are tested for one claim). reproduced: ``a`` is
+    significantly more robust at some threshold and significantly less robust at none; differs: ``b``
+    is significantly more robust somewhere, or ``a`` nowhere although the test could have shown it;
+    inconclusive: no threshold had enough discordant points to reach the level.
+    """
+    oa, ob, k, p = _scan_counts(only_a, only_b)
+    m = oa.size
+    lev = _alpha(alpha) / max(1, int(tests) if tests is not None else m)
+    e = np.arange(m, dtype=np.float64) if eps is None else np.asarray(eps, np.float64)
+    if e.shape != (m,):
+        raise ValueError(f"eps: expected {m} thresholds, got shape {e.shape}")
+    side = significant_sides(oa, ob, level=lev)
+
+    def best(mask):
+        if not mask.any():
+            return "nowhere"
+        i = np.flatnonzero(mask)[np.argmin(p[mask])]
+        return (f"at {e[i]:.4g} ({oa[i]} points broken by {names[0]} only, {ob[i]} by {names[1]} only, "
+                f"p = {p[i]:.2g})")
+
+    test = (f"{what}: exact two-sided McNemar at {m} thresholds, level {lev:.2g} (Bonferroni); "
+            f"significantly more robust on {int((side > 0).sum())} thresholds (most significant {best(side > 0)}), "
+            f"significantly less robust on {int((side < 0).sum())} (most significant {best(side < 0)})")
+    if (side < 0).any():
+        return Verdict("differs", test, f"{what} fails: significantly less robust at {int((side < 0).sum())} "
+                                        f"thresholds")
+    if (side > 0).any():
+        return Verdict("reproduced", test)
+    if not m or 2.0 * 0.5 ** int(k.max()) >= lev:
+        return Verdict("inconclusive", test, f"at most {int(k.max()) if m else 0} discordant points at any "
+                                             f"threshold: the test cannot reach {lev:.2g}; a larger sample is "
+                                             f"needed")
+    return Verdict("differs", test, f"{what}: never significantly more robust, although the test could have "
+                                    f"shown it")
+
+
+__all__ += ["dominates", "ranking_changes", "sign_changes", "significant_sides"]
+
+
+# ---------------------------------------------------------------------------
+# means of per-point values on paired points, intervals, and a score's ranking power (paper 004)
+
+
+def _paired_diffs(a: Any, b: Any, factor: float, name_a: str = "a", name_b: str = "b") -> np.ndarray:
+    """``a - factor * b`` over the pairs where both are finite (``(n,)`` arrays of the same points)."""
+    xa, xb = np.asarray(a, np.float64).reshape(-1), np.asarray(b, np.float64).reshape(-1)
+    if xa.shape != xb.shape:
+        raise ValueError(f"{name_b}: expected the same points as {name_a} (shape {xa.shape}), got {xb.shape}")
+    ok = np.isfinite(xa) & np.isfinite(xb)
+    return xa[ok] - float(factor) * xb[ok]
+
+
+def _effect(effect: float) -> float:
+    e = float(effect)
+    if not (math.isfinite(e) and e > 0):
+        raise ValueError(f"effect: expected a difference > 0 (the smallest effect the claim is about), got {effect!r}")
+    return e
+
+
+def _t_test(d: np.ndarray):
+    """(mean, standard error, t, one-sided p for mean > 0, one-sided p for mean < 0) of paired differences."""
+    from scipy.stats import t as student
+
+    n = d.size
+    m = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(n))
+    if se > 0:
+        t = m / se
+        return m, se, t, float(student.sf(t, n - 1)), float(student.cdf(t, n - 1))
+    t = math.inf if m > 0 else -math.inf if m < 0 else 0.0
+    return m, se, t, float(m <= 0), float(m >= 0)
+
+
+def _n_for(sd: float, effect: float, za: float, zp: float) -> int:
+    """Points a paired test needs to resolve ``effect`` with differences of spread ``sd`` (normal approximation)."""
+    return int(math.ceil(((za + zp) * sd / effect) ** 2)) + 1
+
+
+def paired_greater(a: Any, b: Any, *, effect: float, factor: float = 1.0, alpha: float = 0.05, power: float = 0.8,
+                   what: str = "a > b") -> Verdict:
+    """Effect claim on paired points: the mean of ``a`` exceeds ``factor`` times the mean of ``b``.
+
+    ``a``, ``b``: ``(n,)`` per-point values of two models (or settings) on the
+    same points (pairs with a non-finite value are dropped). One-sided paired
+    t test of ``mean(a - factor * b) > 0``. ``effect`` is the smallest excess
+    (in the units of ``a``) the claim is about; the caller states it.
+    reproduced: significant; differs: significant the other way, or not
+    significant although the test had ``power`` to detect an excess of
+    ``effect``; inconclusive: it had not (fewer than 2 pairs, or too spread
+    out), with the number of points it would need.
+    """
+    from scipy.stats import norm
+
+    a_ = _alpha(alpha)
+    e = _effect(effect)
+    d = _paired_diffs(a, b, factor)
+    n = d.size
+    lab = what if factor == 1 else f"{what} (x{factor:g})"
+    if n < 2:
+        return Verdict("inconclusive", f"{lab}: {n} paired points", f"{n} paired points: no test possible; a larger "
+                                                                     f"sample is needed")
+    m, se, t, p, p_other = _t_test(d)
+    za, zp = float(norm.ppf(1 - a_)), float(norm.ppf(power))
+    pw = 1.0 if se == 0 else float(norm.cdf(e / se - za))
+    test = (f"{lab}: mean paired difference {m:.4g} +- {se:.2g} (se) over n = {n} points, one-sided paired t = "
+            f"{t:.2f}, p = {p:.2g}")
+    if p < a_:
+        return Verdict("reproduced", test)
+    if p_other < a_:
+        return Verdict("differs", test, f"significantly the other way ({lab} fails, p = {p_other:.2g})")
+    if pw >= power:
+        return Verdict("differs", test, f"not significant, although the test had power {pw:.2f} to detect an excess "
+                                        f"of {e:.3g}")
+    return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} to detect an excess of {e:.3g} with n = {n}: "
+                                         f"about {_n_for(float(d.std(ddof=1)), e, za, zp)} points would be needed")
+
+
+def paired_null(a: Any, b: Any, *, effect: float, alpha: float = 0.05, side: str = "greater",
+                what: str = "a vs b") -> Verdict:
+    """Null claim on paired points with a stated margin: ``a`` does not exceed ``b`` by ``effect`` or more
+    (``side='greater'``, "no improvement": a non-superiority test) or differs from it by less than ``effect``
+    either way (``side='two-sided'``, "about the same": an equivalence test, two one-sided tests).
+
+    Paired t confidence bounds of ``mean(a - b)`` at level ``1 - alpha`` per side. reproduced: the bound(s)
+    lie inside the margin (greater: upper bound < ``effect``; two-sided: ``-effect`` < lower, upper <
+    ``effect``), so a difference as large as the margin is ruled out; differs: the difference is
+    significantly beyond the margin (greater: lower bound > ``effect``; two-sided: the whole interval
+    outside ``(-effect, effect)``); inconclusive otherwise (the interval holds the margin), with the number
+    of points that would settle it at the observed mean. A small sample therefore cannot pass a null claim
+    by saying nothing. ``effect``: the smallest difference the claim rules out; the caller states it.
+    """
+    from scipy.stats import t as student
+
+    a_ = _alpha(alpha)
+    e = _effect(effect)
+    if side not in ("greater", "two-sided"):
+        raise ValueError(f"side: expected 'greater' or 'two-sided', got {side!r}")
+    d = _paired_diffs(a, b, 1.0)
+    n = d.size
+    if n < 2:
+        return Verdict("inconclusive", f"{what}: {n} paired points", f"{n} paired points: no test possible")
+    m, se, t, p_up, p_down = _t_test(d)
+    tc = float(student.ppf(1 - a_, n - 1))
+    lo, hi = m - tc * se, m + tc * se
+    sd = float(d.std(ddof=1))
+    if side == "greater":
+        test = (f"{what}: mean paired difference {m:.4g} +- {se:.2g} (se) over n = {n} points, one-sided "
+                f"{1 - a_:.0%} upper bound {hi:.4g} vs the margin {e:.3g} (non-superiority)")
+        if hi < e:
+            return Verdict("reproduced", test)
+        if lo > e:
+            return Verdict("differs", test, f"significantly above the margin (lower bound {lo:.4g} > {e:.3g})")
+        gap = e - max(m, 0.0)
+    else:
+        test = (f"{what}: mean paired difference {m:.4g} +- {se:.2g} (se) over n = {n} points, "
+                f"{1 - 2 * a_:.0%} interval [{lo:.4g}, {hi:.4g}] vs the margin +-{e:.3g} (equivalence, two "
+                f"one-sided tests)")
+        if -e < lo and hi < e:
+            return Verdict("reproduced", test)
+        if lo > e or hi < -e:
+            return Verdict("differs", test, f"significantly beyond the margin +-{e:.3g}")
+        gap = e - abs(m)
+    if gap <= 0:
+        return Verdict("inconclusive", test, f"the interval holds the margin and the mean ({m:.4g}) is not inside "
+                                             f"it: more points would tell which side")
+    need = int(math.ceil((tc * sd / gap) ** 2)) + 1
+    return Verdict("inconclusive", test, f"the interval holds the margin {e:.3g}: at the observed mean about "
+                                         f"{need} points would settle it")
+
+
+def interval_above(lo: float, hi: float, *, null: float, effect: float, what: str = "the statistic",
+                   level: float = 0.95) -> Verdict:
+    """A statistic's confidence interval ``[lo, hi]`` against a claim that it exceeds ``null``.
+
+    reproduced: ``lo > null``; differs: ``hi < null`` (significantly the other
+    way) or ``hi < effect`` (the interval rules out the smallest effect the
+    claim is about, ``effect > null``); inconclusive: the interval holds both
+    ``null`` and ``effect``.
+    """
+    lo_, hi_, nu, ef = float(lo), float(hi), float(null), float(effect)
+    if not ef > nu:
+        raise ValueError(f"effect: expected a value above null = {nu}, got {effect!r}")
+    test = f"{what}: {level:.0%} interval [{lo_:.4g}, {hi_:.4g}] vs {nu:g} (smallest effect of interest {ef:g})"
+    if not (math.isfinite(lo_) and math.isfinite(hi_)):
+        return Verdict("inconclusive", test, "the interval is missing (too few values)")
+    if lo_ > nu:
+        return Verdict("reproduced", test)
+    if hi_ < nu:
+        return Verdict("differs", test, f"{what} is significantly below {nu:g}")
+    if hi_ < ef:
+        return Verdict("differs", test, f"the interval rules out {what} >= {ef:g}")
+    return Verdict("inconclusive", test, f"the interval holds both {nu:g} and {ef:g}: a larger sample is needed")
+
+
+def _auc_power(n1: int, n2: int, auc: float, a: float) -> float:
+    """Power of the one-sided Mann-Whitney test at level ``a`` against a true AUC ``auc`` (normal approximation,
+    Hanley & McNeil 1982's variance under the alternative)."""
+    from scipy.stats import norm
+
+    if n1 == 0 or n2 == 0:
+        return 0.0
+    se0 = math.sqrt((n1 + n2 + 1) / (12.0 * n1 * n2))
+    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
+    se1 = math.sqrt(max(auc * (1 - auc) + (n1 - 1) * (q1 - auc ** 2) + (n2 - 1) * (q2 - auc ** 2), 1e-12)
+                    / (n1 * n2))
+    return float(norm.cdf((auc - 0.5 - float(norm.ppf(1 - a)) * se0) / se1))
+
+
+def auc_greater(pos: Any, neg: Any, *, auc_effect: float = 0.65, alpha: float = 0.05, power: float = 0.8,
+                what: str = "the score") -> Verdict:
+    """A score ranks the positive points above the negative ones (ROC AUC > 1/2).
+
+    One-sided Mann-Whitney test of ``pos`` vs ``neg`` (``(n1,)``, ``(n2,)``
+    scores; AUC = U / (n1 n2), ties count 1/2). reproduced: significant;
+    differs: significant the other way, or not significant although the test
+    had ``power`` against a true AUC of ``auc_effect``; inconclusive otherwise
+    (with how many points of each class would do).
+    """
+    from scipy.stats import mannwhitneyu
+
+    a_ = _alpha(alpha)
+    q = float(auc_effect)
+    if not 0.5 < q < 1.0:
+        raise ValueError(f"auc_effect: expected an AUC in (0.5, 1), got {auc_effect!r}")
+    p1 = np.asarray(pos, np.float64).reshape(-1)
+    p2 = np.asarray(neg, np.float64).reshape(-1)
+    p1, p2 = p1[np.isfinite(p1)], p2[np.isfinite(p2)]
+    n1, n2 = p1.size, p2.size
+    if n1 == 0 or n2 == 0:
+        return Verdict("inconclusive", f"{what}: {n1} positive and {n2} negative points",
+                       "one class has no points: no ranking to test")
+    r = mannwhitneyu(p1, p2, alternative="greater")
+    auc = float(r.statistic) / (n1 * n2)
+    p = float(r.pvalue)
+    p_other = float(mannwhitneyu(p1, p2, alternative="less").pvalue)
+    pw = _auc_power(n1, n2, q, a_)
+    test = (f"{what}: ROC AUC {auc:.3f} ({n1} positive, {n2} negative points), one-sided Mann-Whitney p = {p:.2g}; "
+            f"power {pw:.2f} against AUC {q:g}")
+    if p < a_:
+        return Verdict("reproduced", test)
+    if p_other < a_:
+        return Verdict("differs", test, f"{what} ranks the negative points higher (p = {p_other:.2g})")
+    if pw >= power:
+        return Verdict("differs", test, f"not significant, although the test had power {pw:.2f} against AUC {q:g}")
+    k = next((k for k in range(2, 10000) if _auc_power(n1 * k, n2 * k, q, a_) >= power), None)
+    return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} against AUC {q:g}: about {n1 * (k or 0)} "
+                                         f"positive and {n2 * (k or 0)} negative points would be needed")
+
+
+__all__ += ["auc_greater", "interval_above", "paired_greater", "paired_null"]
+
+
+def share_lower(k_a: int, n_a: int, k_b: int, n_b: int, *, alpha: float = 0.05,
+                what: str = "share a < share b") -> Verdict:
+    """Two independent proportions: is ``k_a / n_a`` below ``k_b / n_b``? One-sided Fisher exact test.
+
+    reproduced: significant at ``alpha``; differs: significant the other way,
+    or not significant although the margins allowed it (the most extreme
+    table, ``k_a`` as small as the margins permit, reaches ``alpha``);
+    inconclusive: even that table could not reach ``alpha`` (too few points).
+    """
+    from scipy.stats import fisher_exact
+
+    a = _alpha(alpha)
+    ka, na_, kb, nb_ = _count(k_a, "k_a"), _count(n_a, "n_a"), _count(k_b, "k_b"), _count(n_b, "n_b")
+    if ka > na_ or kb > nb_:
+        raise ValueError(f"k_a, k_b: expected at most n_a, n_b, got {ka}/{na_}, {kb}/{nb_}")
+    fmt_ = lambda k, n: f"{k}/{n} = {k / n:.3f}" if n else f"{k}/{n}"
+    if na_ == 0 or nb_ == 0:
+        return Verdict("inconclusive", f"{what}: {fmt_(ka, na_)} vs {fmt_(kb, nb_)}", "a group has no points")
+    table = lambda k: [[k, na_ - k], [ka + kb - k, nb_ - (ka + kb - k)]]
+    p = float(fisher_exact(table(ka), alternative="less").pvalue)
+    p_other = float(fisher_exact(table(ka), alternative="greater").pvalue)
+    k_min = max(0, ka + kb - nb_)
+    p_min = float(fisher_exact(table(k_min), alternative="less").pvalue)
+    test = f"{what}: {fmt_(ka, na_)} vs {fmt_(kb, nb_)}, one-sided Fisher exact p = {p:.2g}"
+    if p < a:
+        return Verdict("reproduced", test)
+    if p_other < a:
+        return Verdict("differs", test, f"significantly the other way (p = {p_other:.2g})")
+    if p_min >= a:
+        return Verdict("inconclusive", test, f"with {na_} and {nb_} points and these totals even the most extreme "
+                                             f"split gives p = {p_min:.2g} >= {a:g}: more points are needed")
+    return Verdict("differs", test, f"not significant (p = {p:.2g}) although the margins allowed p = {p_min:.2g}")

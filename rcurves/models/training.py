@@ -1,0 +1,546 @@
+"""Standard and PGD adversarial training with optax.
+
+Two training objectives (paper 000, Section 3.1, methods 1 and 2):
+
+* ST, standard training: minimise the empirical cross-entropy
+  ``E_(x,y) CE(f(x), y)``.
+* AT, adversarial training (Madry et al. 2018): minimise the robust loss
+  ``E_(x,y) max_{||delta||_p <= eps} CE(f(x + delta), y)``, with the inner
+  maximum approximated by fixed-step PGD from a uniform random start
+  (``attacks.pgd`` with ``loss='ce'``, step ``rel_step * eps / steps``; Madry
+  et al. use 2.5 eps / steps), in l_inf or l_2, clipped to the input box.
+  Every example of the batch is replaced by its adversarial example.
+
+Optimiser: Adam (paper 000, Appendix C.1: learning rate 1e-3, batch size 128),
+with a constant learning rate or a cosine decay to 0 over the run
+(``lr_schedule``). An optional linear warm-up of ``eps`` over the first epochs
+helps large-eps AT start from a random initialisation.
+
+Data augmentation (``augment``, for the models of paper 004, Table 1): random
+shifts of up to ``shift`` pixels with zero fill (``'shift'``), additive
+Gaussian noise of standard deviation ``noise_std`` clipped to the box
+(``'noise'``), mixup with ``Beta(mixup_alpha, mixup_alpha)`` weights
+(``'mixup'``, Zhang et al. 2018), cutout of a ``cutout`` x ``cutout``
+square set to 0 (``'cutout'``, DeVries & Taylor 2017), CutMix (``'cutmix'``,
+Yun et al. 2019: a box of area fraction ``1 - lam``, ``lam ~ Beta(1, 1)``,
+pasted from another image of the batch, labels mixed by area) and RICAP
+(``'ricap'``, Takahashi et al. 2018: four images cropped around a boundary
+point drawn from ``Beta(ricap_beta, ricap_beta)`` per axis and tiled, labels
+mixed by area). ``augment_prob`` < 1 applies it to that fraction of the
+examples only (004 Table 3's "50 %" rows). Augmentation is drawn from its
+own key inside the jitted step and applied before the AT attack; mixing
+augmentations train on soft labels, and AT attacks the label of the
+largest share.
+
+One jitted ``train_step(state, x, y, key, eps) -> (state, metrics)`` does the
+attack, the gradient and the update; the driver :func:`train` loops over
+shuffled mini-batches (gathered on the host, so the loop runs no other
+device operations). Everything is deterministic in the key: batch order
+uses ``fold_in(data_key, epoch)``, the attack of update ``t`` uses
+``fold_in(attack_key, t)``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import attacks
+from attacks import checks
+from rcurves.models.architectures import ModelConfig, Params, apply_fn, init_params, make_logits_fn
+
+METHODS = ("st", "at")
+AUGMENTS = ("none", "shift", "noise", "mixup", "cutout", "cutmix", "ricap")
+MIXING = ("mixup", "cutmix", "ricap")   # augmentations that mix images and their labels
+LR_SCHEDULES = ("constant", "cosine")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Static description of a training run.
+
+    Attributes:
+      method: 'st' (standard) or 'at' (PGD adversarial training).
+      norm: threat model of AT, 'linf' or 'l2' (ignored for ST).
+      eps: AT radius in ``norm`` units (inputs in ``bounds``).
+      epochs: passes over the training set.
+      batch_size: examples per step (the last partial batch of an epoch is
+        dropped, so every step has the same shape and one compilation).
+      lr: Adam learning rate.
+      attack_steps: PGD steps of the inner maximisation.
+      rel_step: PGD step size as a multiple of ``eps / attack_steps``.
+      warmup_epochs: epochs over which ``eps`` grows linearly from 0 (AT).
+      bounds: input box ``(lo, hi)`` or None.
+      seed: the training key is ``PRNGKey(seed)`` unless one is passed.
+      lr_schedule: 'constant' or 'cosine' (decay from ``lr`` to 0 over all
+        updates).
+      augment: 'none', 'shift', 'noise', 'mixup' or 'cutout' (module doc).
+      shift: largest shift in pixels per axis ('shift'; images only).
+      noise_std: standard deviation of the Gaussian noise ('noise').
+      mixup_alpha: Beta parameter of the mixing weight ('mixup').
+      cutout: side of the square set to 0 ('cutout'; images only).
+      ricap_beta: Beta parameter of RICAP's boundary point ('ricap').
+      augment_prob: fraction of the examples augmented (each independently).
+    """
+
+    method: str = "st"
+    norm: str = "linf"
+    eps: float = 0.0
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 1e-3
+    attack_steps: int = 10
+    rel_step: float = 2.5
+    warmup_epochs: float = 0.0
+    bounds: Optional[Tuple[float, float]] = (0.0, 1.0)
+    seed: int = 0
+    lr_schedule: str = "constant"
+    augment: str = "none"
+    shift: int = 2
+    noise_std: float = 0.3
+    mixup_alpha: float = 1.0
+    cutout: int = 10
+    ricap_beta: float = 0.3
+    augment_prob: float = 1.0
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, got {self.method!r}")
+        object.__setattr__(self, "norm", checks.check_norm(self.norm))
+        object.__setattr__(self, "eps", float(checks.check_positive_float(self.eps, "eps", allow_zero=True)))
+        if self.method == "at" and self.eps <= 0:
+            raise ValueError("eps: adversarial training needs eps > 0")
+        checks.check_positive_int(self.epochs, "epochs")
+        checks.check_positive_int(self.batch_size, "batch_size")
+        checks.check_positive_int(self.attack_steps, "attack_steps")
+        object.__setattr__(self, "lr", checks.check_positive_float(self.lr, "lr"))
+        object.__setattr__(self, "rel_step", checks.check_positive_float(self.rel_step, "rel_step"))
+        object.__setattr__(
+            self, "warmup_epochs",
+            checks.check_positive_float(self.warmup_epochs, "warmup_epochs", allow_zero=True),
+        )
+        b = checks.check_bounds(self.bounds)
+        object.__setattr__(self, "bounds", b)
+        checks.check_choice(self.lr_schedule, LR_SCHEDULES, "lr_schedule")
+        checks.check_choice(self.augment, AUGMENTS, "augment")
+        checks.check_positive_int(self.shift, "shift", minimum=0)
+        checks.check_positive_int(self.cutout, "cutout")
+        object.__setattr__(self, "noise_std", checks.check_positive_float(self.noise_std, "noise_std"))
+        object.__setattr__(self, "mixup_alpha", checks.check_positive_float(self.mixup_alpha, "mixup_alpha"))
+        object.__setattr__(self, "ricap_beta", checks.check_positive_float(self.ricap_beta, "ricap_beta"))
+        p = checks.check_positive_float(self.augment_prob, "augment_prob")
+        if p > 1.0:
+            raise ValueError(f"augment_prob: expected a fraction in (0, 1], got {self.augment_prob!r}")
+        object.__setattr__(self, "augment_prob", p)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready dict; augmentation settings that the chosen ``augment``
+        does not use, and the defaults of fields added later, are left out, so
+        configurations written before those fields existed keep their cache keys."""
+        d = dataclasses.asdict(self)
+        d["bounds"] = list(self.bounds) if self.bounds is not None else None
+        used = {"shift": "shift", "noise": "noise_std", "mixup": "mixup_alpha", "cutout": "cutout",
+                "ricap": "ricap_beta"}
+        for name in ("shift", "noise_std", "mixup_alpha", "cutout", "ricap_beta"):
+            if used.get(self.augment) != name:
+                d.pop(name)
+        for name, default in (("lr_schedule", "constant"), ("augment", "none"), ("augment_prob", 1.0)):
+            if d[name] == default:
+                d.pop(name)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "TrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        extra = set(d) - names
+        if extra:
+            raise ValueError(f"train config: unknown fields {sorted(extra)}")
+        kw = dict(d)
+        if kw.get("bounds") is not None:
+            kw["bounds"] = tuple(kw["bounds"])
+        return cls(**kw)
+
+    @property
+    def name(self) -> str:
+        """Short label, e.g. 'ST', 'AT-linf-0.3', 'ST+shift'."""
+        base = "ST" if self.method == "st" else f"AT-{self.norm}-{self.eps:g}"
+        if self.method == "at" and self.attack_steps == 1:
+            base += "-1step"
+        if self.augment == "none":
+            return base
+        return f"{base}+{self.augment}" + ("" if self.augment_prob == 1.0 else f"{self.augment_prob:.0%}")
+
+
+class TrainState(NamedTuple):
+    params: Params      # model parameters (pytree of float32 arrays)
+    opt_state: Any      # optax state
+    step: jax.Array     # () int32, number of updates done
+
+
+class TrainResult(NamedTuple):
+    params: Params
+    history: List[Dict[str, float]]  # one dict per epoch: loss, accuracy, eps[, val_accuracy]
+
+
+def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
+    """Adam's update direction (paper 000, Appendix C.1), without the learning rate.
+
+    The step multiplies it by ``-lr_t``, passed to it per update
+    (:func:`learning_rate`), so one compiled step serves every schedule and
+    run length; with a constant ``lr_t = cfg.lr`` this is ``optax.adam(cfg.lr)``.
+    """
+    return optax.scale_by_adam()
+
+
+def learning_rate(cfg: TrainConfig, step: int, total_steps: int) -> float:
+    """Learning rate of update ``step`` (0-based) of ``total_steps``:
+    ``cfg.lr``, or ``cfg.lr * (1 + cos(pi * step / total_steps)) / 2`` for 'cosine'."""
+    if cfg.lr_schedule == "cosine":
+        return float(cfg.lr * 0.5 * (1.0 + np.cos(np.pi * min(step, total_steps) / max(total_steps, 1))))
+    return float(cfg.lr)
+
+
+def augment_batch(cfg: TrainConfig, x: jax.Array, key: jax.Array) -> jax.Array:
+    """One random augmentation of a batch ``x (b, *input_shape)`` (not mixup).
+
+    'shift': each image moved by an integer offset drawn uniformly from
+    ``[-shift, shift]`` per spatial axis, vacated pixels 0 (inputs of shape
+    ``(H, W)`` or ``(H, W, C)``). 'noise': ``x + N(0, noise_std^2)`` clipped to
+    ``cfg.bounds``. 'cutout': a ``cutout x cutout`` square (centre uniform over
+    the image, clipped at its border) set to 0. 'none' and 'mixup': ``x``.
+    """
+    if cfg.augment == "noise":
+        out = x + cfg.noise_std * jax.random.normal(key, x.shape, x.dtype)
+        return out if cfg.bounds is None else jnp.clip(out, cfg.bounds[0], cfg.bounds[1])
+    if cfg.augment not in ("shift", "cutout"):
+        return x
+    if x.ndim not in (3, 4):
+        raise ValueError(f"augment={cfg.augment!r}: needs image inputs (b, H, W[, C]), got shape {x.shape}")
+    h, w = x.shape[1], x.shape[2]
+    rows = jnp.arange(h)[:, None]
+    cols = jnp.arange(w)[None, :]
+    if cfg.augment == "shift":
+        s = cfg.shift
+        offs = jax.random.randint(key, (x.shape[0], 2), -s, s + 1)
+
+        def shift_one(img, off):
+            pad = [(s, s), (s, s)] + [(0, 0)] * (img.ndim - 2)
+            big = jnp.pad(img, pad)
+            start = (s - off[0], s - off[1]) + (0,) * (img.ndim - 2)
+            return jax.lax.dynamic_slice(big, start, img.shape)
+
+        return jax.vmap(shift_one)(x, offs)
+    centres = jax.random.randint(key, (x.shape[0], 2), 0, jnp.array([h, w]))
+    half = cfg.cutout // 2
+
+    def cut_one(img, c):
+        inside = ((rows >= c[0] - half) & (rows < c[0] - half + cfg.cutout)
+                  & (cols >= c[1] - half) & (cols < c[1] - half + cfg.cutout))
+        inside = inside.reshape(inside.shape + (1,) * (img.ndim - 2))
+        return jnp.where(inside, jnp.zeros((), img.dtype), img)
+
+    return jax.vmap(cut_one)(x, centres)
+
+
+def mix_batch(cfg: TrainConfig, x: jax.Array, targets: jax.Array, key: jax.Array) -> Tuple[jax.Array, jax.Array]:
+    """One random mixing augmentation of a batch: ``(x (b, ...), targets (b, K))`` -> mixed pair.
+
+    ``targets`` are label distributions (one-hot for plain labels); the mixed
+    targets weight each source image's by its share of the output.
+
+    'mixup': one ``lam ~ Beta(mixup_alpha, mixup_alpha)`` per batch,
+    ``x' = lam x + (1 - lam) x[perm]``. 'cutmix' (per example): ``lam ~ U(0, 1)``,
+    a box of side ``sqrt(1 - lam)`` times the image's, centred uniformly and
+    clipped at the border, taken from ``x[perm]``; the weight is the pasted
+    area. 'ricap' (per example): a boundary point ``(h, w)`` with
+    ``h / H, w / W ~ Beta(ricap_beta, ricap_beta)`` splits the output in four
+    rectangles, each filled from a random crop of the same size of another
+    image of the batch (four permutations); weights are the areas.
+    """
+    b = x.shape[0]
+    if cfg.augment == "mixup":
+        k_lam, k_perm = jax.random.split(key)
+        lam = jax.random.beta(k_lam, cfg.mixup_alpha, cfg.mixup_alpha).astype(x.dtype)
+        perm = jax.random.permutation(k_perm, b)
+        return lam * x + (1.0 - lam) * x[perm], lam * targets + (1.0 - lam) * targets[perm]
+    if x.ndim not in (3, 4):
+        raise ValueError(f"augment={cfg.augment!r}: needs image inputs (b, H, W[, C]), got shape {x.shape}")
+    h, w = x.shape[1], x.shape[2]
+    rows = jnp.arange(h)[:, None]
+    cols = jnp.arange(w)[None, :]
+
+    def expand(m, img):
+        return m.reshape(m.shape + (1,) * (img.ndim - 2))
+
+    if cfg.augment == "cutmix":
+        k_lam, k_c, k_perm = jax.random.split(key, 3)
+        lam = jax.random.uniform(k_lam, (b,))
+        centres = jax.random.uniform(k_c, (b, 2)) * jnp.array([h, w])
+        perm = jax.random.permutation(k_perm, b)
+
+        def one(img, other, l, c):
+            r = jnp.sqrt(1.0 - l)
+            r0 = jnp.clip(jnp.round(c[0] - r * h / 2), 0, h)
+            r1 = jnp.clip(jnp.round(c[0] + r * h / 2), 0, h)
+            c0 = jnp.clip(jnp.round(c[1] - r * w / 2), 0, w)
+            c1 = jnp.clip(jnp.round(c[1] + r * w / 2), 0, w)
+            box = (rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)
+            return jnp.where(expand(box, img), other, img), jnp.mean(box)
+
+        xs, share = jax.vmap(one)(x, x[perm], lam, centres)
+        share = share.astype(targets.dtype)[:, None]
+        return xs, (1.0 - share) * targets + share * targets[perm]
+    # ricap
+    k_b, k_off, k_perm = jax.random.split(key, 3)
+    frac = jax.random.beta(k_b, cfg.ricap_beta, cfg.ricap_beta, (b, 2))
+    bh = jnp.round(frac[:, 0] * h).astype(jnp.int32)
+    bw = jnp.round(frac[:, 1] * w).astype(jnp.int32)
+    perms = jax.vmap(lambda k: jax.random.permutation(k, b))(jax.random.split(k_perm, 4))   # (4, b)
+    u = jax.random.uniform(k_off, (4, b, 2))
+
+    def one(i, bh_i, bw_i, u_i):
+        # quadrants: 0 top-left (bh, bw), 1 top-right (bh, w - bw), 2 bottom-left, 3 bottom-right
+        top = rows < bh_i
+        left = cols < bw_i
+        quad = jnp.where(top, 0, 2) + jnp.where(left, 0, 1)                 # (h, w)
+        qh = jnp.array([bh_i, bh_i, h - bh_i, h - bh_i])
+        qw = jnp.array([bw_i, w - bw_i, bw_i, w - bw_i])
+        qr0 = jnp.array([0, 0, bh_i, bh_i])
+        qc0 = jnp.array([0, bw_i, 0, bw_i])
+        oy = jnp.floor(u_i[:, 0] * (h - qh + 1)).astype(jnp.int32)          # crop origin in the source
+        ox = jnp.floor(u_i[:, 1] * (w - qw + 1)).astype(jnp.int32)
+        src_r = jnp.clip(rows - qr0[quad] + oy[quad], 0, h - 1)
+        src_c = jnp.clip(cols - qc0[quad] + ox[quad], 0, w - 1)
+        src = perms[:, i][quad]                                              # (h, w) source image per pixel
+        img = x[src, src_r, src_c]
+        share = (qh * qw).astype(targets.dtype) / (h * w)
+        return img, share @ targets[perms[:, i]]
+
+    return jax.vmap(one)(jnp.arange(b), bh, bw, jnp.swapaxes(u, 0, 1))
+
+
+def augment(cfg: TrainConfig, x: jax.Array, targets: jax.Array, key: jax.Array) -> Tuple[jax.Array, jax.Array]:
+    """``cfg.augment`` applied to a batch ``(x (b, ...), targets (b, K))``, to each example
+    independently with probability ``cfg.augment_prob`` (the others are returned unchanged)."""
+    if cfg.augment == "none":
+        return x, targets
+    k_do, k_apply = jax.random.split(key)
+    if cfg.augment in MIXING:
+        x_new, t_new = mix_batch(cfg, x, targets, k_do)
+    else:
+        x_new, t_new = augment_batch(cfg, x, k_do), targets
+    if cfg.augment_prob >= 1.0:
+        return x_new, t_new
+    on = jax.random.bernoulli(k_apply, cfg.augment_prob, (x.shape[0],))
+    return (jnp.where(on.reshape((-1,) + (1,) * (x.ndim - 1)), x_new, x),
+            jnp.where(on[:, None], t_new, targets))
+
+
+def make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
+    """The jitted ``step(state, x, y, key, eps, lr=None) -> (state, metrics)``.
+
+    ``x (b, *input_shape)``, ``y (b,)``, ``key`` the PRNG key of the
+    attacks (update ``t = state.step`` draws its random start from
+    ``fold_in(key, t)``, its augmentation from another key folded from it),
+    ``eps`` a float32 scalar (the current AT radius; unused for ST), ``lr`` the
+    float32 learning rate of this update (None: ``cfg.lr``). ``metrics`` holds the mean training loss and the accuracy on the
+    examples trained on (adversarial ones for AT).
+
+    The step depends on ``cfg`` only through its static fields (method, norm,
+    attack steps, relative step, bounds, learning rate); configurations that
+    differ only in ``eps``, ``epochs``, warm-up, schedule or seed share one compiled step.
+    """
+    static = dataclasses.replace(cfg, eps=1.0 if cfg.method == "at" else 0.0, epochs=1, warmup_epochs=0.0,
+                                 seed=0, batch_size=1, lr_schedule="constant")
+    return _make_train_step(model_cfg, static)
+
+
+@functools.lru_cache(maxsize=32)
+def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
+    apply = apply_fn(model_cfg)
+    opt = make_optimizer(cfg)
+
+    def loss_fn(params, x, targets):
+        logits = apply(params, x)
+        loss = optax.softmax_cross_entropy(logits, targets).mean()
+        return loss, logits
+
+    @jax.jit
+    def step(state: TrainState, x, y, key, eps, lr=None):
+        lr = cfg.lr if lr is None else lr
+        targets = jax.nn.one_hot(y, model_cfg.n_classes, dtype=jnp.float32)
+        if cfg.augment != "none":
+            k_aug = jax.random.fold_in(jax.random.fold_in(key, 0x5A17), state.step)
+            x, targets = augment(cfg, x, targets, k_aug)
+            y = jnp.argmax(targets, axis=-1)        # the label of the largest share: what AT attacks
+        if cfg.method == "at":
+            frozen = jax.lax.stop_gradient(state.params)
+
+            def logits_fn(xb):
+                return apply(frozen, xb)
+
+            x_adv = attacks.pgd(
+                logits_fn, x, y, eps, norm=cfg.norm, steps=cfg.attack_steps,
+                key=jax.random.fold_in(key, state.step),
+                step_size=cfg.rel_step * eps / cfg.attack_steps, bounds=cfg.bounds, loss="ce",
+            )
+            x = jax.lax.stop_gradient(x_adv)
+        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, x, targets)
+        direction, opt_state = opt.update(grads, state.opt_state, state.params)
+        params = jax.tree_util.tree_map(lambda p, u: p - lr * u, state.params, direction)
+        acc = jnp.mean(jnp.argmax(logits, axis=-1) == y)
+        return TrainState(params, opt_state, state.step + 1), {"loss": loss, "accuracy": acc}
+
+    return step
+
+
+def init_state(model_cfg: ModelConfig, cfg: TrainConfig, key) -> TrainState:
+    params = init_params(model_cfg, key)
+    return TrainState(params, make_optimizer(cfg).init(params), jnp.zeros((), jnp.int32))
+
+
+def eps_schedule(cfg: TrainConfig, step: int, steps_per_epoch: int) -> float:
+    """AT radius at update ``step``: linear warm-up to ``cfg.eps``, then constant."""
+    if cfg.method != "at":
+        return 0.0
+    warm = cfg.warmup_epochs * steps_per_epoch
+    if warm <= 0:
+        return cfg.eps
+    return cfg.eps * min(1.0, (step + 1) / warm)
+
+
+def train(
+    model_cfg: ModelConfig,
+    cfg: TrainConfig,
+    x,
+    y,
+    *,
+    key=None,
+    x_val=None,
+    y_val=None,
+    progress: bool = True,
+    desc: Optional[str] = None,
+    on_epoch: Optional[Callable[[int, Params, Dict[str, float]], None]] = None,
+) -> TrainResult:
+    """Train a model from scratch; deterministic in ``key`` (default ``PRNGKey(cfg.seed)``).
+
+    Args:
+      model_cfg: the architecture; ``input_shape`` must match ``x.shape[1:]``.
+      cfg: the training objective and hyper-parameters.
+      x: training inputs ``(n, *input_shape)`` inside ``cfg.bounds``.
+      y: labels ``(n,)`` in ``[0, n_classes)``.
+      key: PRNG key for initialisation, batch order and the attacks.
+      x_val, y_val: optional held-out data; its clean accuracy is recorded per
+        epoch.
+      progress: show a tqdm bar (points/s).
+      desc: label of the bar.
+      on_epoch: called after every epoch as ``on_epoch(epoch, params, record)``
+        (1-based epoch, the parameters as numpy arrays, that epoch's history
+        record), e.g. to keep checkpoints along the way; it does not change
+        the training.
+
+    Returns:
+      ``TrainResult(params, history)``.
+    """
+    x = checks.check_array(x, "x", min_ndim=2)
+    y = checks.check_labels(y, x.shape[0], "y", model_cfg.n_classes)
+    if tuple(x.shape[1:]) != model_cfg.input_shape:
+        raise ValueError(
+            f"x: expected inputs of shape {model_cfg.input_shape} (the model's input_shape), "
+            f"got {tuple(x.shape[1:])}"
+        )
+    checks.check_bounds(cfg.bounds, x)
+    x_host, y_host = np.asarray(x), np.asarray(y)
+    if key is None:
+        key = jax.random.PRNGKey(cfg.seed)
+    key = raw_key(key)
+    k_init, k_data, k_attack = jax.random.split(key, 3)
+
+    n = x.shape[0]
+    bs = min(cfg.batch_size, n)
+    steps_per_epoch = n // bs
+    state = init_state(model_cfg, cfg, k_init)
+    step_fn = make_train_step(model_cfg, cfg)
+    val_logits = make_logits_fn if x_val is not None else None
+
+    bar = _progress(cfg.epochs * steps_per_epoch * bs, desc or cfg.name, progress)
+    history: List[Dict[str, float]] = []
+    t = 0
+    for epoch in range(cfg.epochs):
+        perm = np.asarray(jax.random.permutation(jax.random.fold_in(k_data, epoch), n))
+        losses, accs = [], []
+        eps_t = 0.0
+        for b in range(steps_per_epoch):
+            idx = perm[b * bs:(b + 1) * bs]
+            eps_t = eps_schedule(cfg, t, steps_per_epoch)
+            lr_t = learning_rate(cfg, t, cfg.epochs * steps_per_epoch)
+            state, m = step_fn(state, x_host[idx], y_host[idx], k_attack, np.float32(eps_t), np.float32(lr_t))
+            losses.append(m["loss"])
+            accs.append(m["accuracy"])
+            t += 1
+            if bar is not None:
+                bar.update(bs)
+        rec = {
+            "epoch": epoch + 1,
+            "loss": float(jnp.mean(jnp.stack(losses))),
+            "accuracy": float(jnp.mean(jnp.stack(accs))),
+            "eps": float(eps_t),
+        }
+        if val_logits is not None:
+            from rcurves.models.architectures import accuracy
+
+            rec["val_accuracy"] = accuracy(val_logits(model_cfg, state.params), x_val, y_val)
+        history.append(rec)
+        if on_epoch is not None:
+            on_epoch(epoch + 1, jax.tree_util.tree_map(np.asarray, state.params), rec)
+        if bar is not None:
+            bar.set_postfix(loss=f"{rec['loss']:.3f}", acc=f"{rec['accuracy']:.3f}")
+    if bar is not None:
+        bar.close()
+    params = jax.tree_util.tree_map(np.asarray, state.params)
+    return TrainResult(params, history)
+
+
+def raw_key(key, name: str = "key") -> jax.Array:
+    """One raw ``uint32[2]`` key from a ``PRNGKey`` or a typed ``jax.random.key``."""
+    if key is None or not hasattr(key, "dtype"):
+        raise ValueError(f"{name}: expected a jax.random key, got {type(key).__name__}")
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    if key.dtype != jnp.uint32 or tuple(key.shape) != (2,):
+        raise ValueError(
+            f"{name}: expected one jax.random key (PRNGKey, shape (2,)), got "
+            f"dtype {key.dtype} shape {tuple(key.shape)}"
+        )
+    return jnp.asarray(key)
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="pt", unit_scale=True, leave=False, dynamic_ncols=True)
+
+
+__all__ = [
+    "METHODS",
+    "TrainConfig",
+    "TrainResult",
+    "TrainState",
+    "eps_schedule",
+    "augment",
+    "augment_batch",
+    "mix_batch",
+    "init_state",
+    "learning_rate",
+    "make_optimizer",
+    "make_train_step",
+    "raw_key",
+    "train",
+]

