@@ -84,7 +84,7 @@ def test_sharding_example_routes_agree(tmp_path):
     import json
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "sharding_example.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "sharding_example.py"
     spec = importlib.util.spec_from_file_location("sharding_example", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

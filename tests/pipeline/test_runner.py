@@ -317,7 +317,7 @@ def _launch(out_dir, mode, arg, wall, env, timeout=90):
     import threading
     import time
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/: the helper modules
     proc = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, out_dir, mode, str(arg), here],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines = queue.Queue()

@@ -33,7 +33,7 @@ import time
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/: the helper modules
 ROOT = os.path.dirname(HERE)
 N_MESH, N_RUN, D, CHUNK = 7, 11, 6, 2
 TIMEOUT = 120                      # seconds for both workers together: a hang fails, not blocks CI
