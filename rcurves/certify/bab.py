@@ -47,9 +47,9 @@ CROWN coefficients of the subdomain's worst margin row over the hidden
 activations, unit ``i`` scores ``|lam_i| u_i (-l_i) / (u_i - l_i)``; split
 units are stable in their subdomain and score 0.
 
-Only the ``rows`` margins with the lowest root bounds are branched on; the
-others must be certified at the root (a root bound holds on every
-subdomain).
+Only the ``rows`` margins with the lowest root bounds are branched on (by
+default all of them, up to 10 classes); the others must be certified at the
+root (a root bound holds on every subdomain).
 
 ``certified_radius(method='bab')`` searches the radius by bisection in log
 scale inside ``[lower, upper]`` (CROWN's certified radius and an attack's
@@ -89,7 +89,12 @@ class BaBConfig:
       steps: Adam steps on ``(alpha, beta)`` per subdomain.
       lr: Adam's learning rate.
       rows: margins branched on: the ``rows`` with the lowest CROWN bound at
-        the root (the others must be certified there already).
+        the root (the others must be certified there already). The default
+        branches on every margin of up to 10 classes: with 3, a ball on which
+        CROWN left more than 3 margins unproven failed at the root without a
+        split (5 of 9 random points of the MNIST MLP AT at 0.75 of their attack
+        distance), and the radii were 2.5% smaller at the median (1.547 vs
+        1.508 attack/certified on 17 points) for 0.6 of the time.
     """
 
     bound: BoundConfig
@@ -98,7 +103,7 @@ class BaBConfig:
     capacity: int = 137
     steps: int = 20
     lr: float = 0.1
-    rows: int = 3
+    rows: int = 9
 
 
 def _backsub_split(prep: Prepared, relaxes: List[Relax], sgns, betas, lam, bias):
