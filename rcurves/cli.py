@@ -317,7 +317,7 @@ def cmd_train(args) -> int:
     n_classes = args.classes or int(data.y.max()) + 1
     try:
         model_cfg = ModelConfig(arch=args.arch, input_shape=data.x.shape[1:], n_classes=max(n_classes, 2),
-                                hidden=tuple(args.hidden))
+                                hidden=tuple(args.hidden), depth=args.depth, width=args.width)
         train_cfg = TrainConfig(
             method=args.method, norm=args.attack_norm, eps=args.eps if args.method == "at" else 0.0,
             epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, attack_steps=args.attack_steps,
@@ -530,8 +530,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "is a folder with params.msgpack and meta.json.")
     p.add_argument("--data", required=True, help="mnist, mnist-full, digits (train split) or a .npz with x and y")
     p.add_argument("--out", required=True, help="checkpoint folder to write")
-    p.add_argument("--arch", default="cnn", choices=("cnn", "mlp", "linear"), help="architecture (default cnn)")
+    p.add_argument("--arch", default="cnn", choices=("cnn", "mlp", "linear", "resnet"),
+                   help="architecture (default cnn: the 2-conv CNN of paper 000, C.1; resnet: CIFAR-style ResNet)")
     p.add_argument("--hidden", type=int, nargs="+", default=[256, 256], help="MLP hidden widths (default 256 256)")
+    p.add_argument("--depth", type=int, default=20, help="ResNet depth, 6 n + 2 (default 20)")
+    p.add_argument("--width", type=int, default=16, help="ResNet first-stage filters (default 16)")
     p.add_argument("--method", default="st", choices=("st", "at"), help="st or at (default st)")
     p.add_argument("--attack-norm", default="linf", choices=("linf", "l2"), help="AT threat model (default linf)")
     p.add_argument("--eps", type=float, default=0.1, help="AT radius (default 0.1)")

@@ -117,6 +117,22 @@ def test_train_writes_a_loadable_checkpoint(linear_ckpt):
     assert ck.metrics["test_accuracy"] > 0.8
 
 
+def test_train_resnet_from_the_command_line(tmp_path, capsys):
+    from rcurves.models.checkpoint import load_checkpoint
+
+    path = str(tmp_path / "resnet")
+    assert main(["train", "--data", "digits", "--arch", "resnet", "--depth", "8", "--width", "2", "--epochs", "1",
+                 "--n-train", "128", "--out", path, "--no-progress"]) == 0
+    ck = load_checkpoint(path)
+    assert (ck.model.arch, ck.model.depth, ck.model.width, ck.model.image_shape) == ("resnet", 8, 2, (8, 8, 1))
+    x = np.zeros((2, 8, 8, 1), np.float32)
+    assert np.asarray(ck.logits_fn(x)).shape == (2, 10)
+    capsys.readouterr()
+    rc = main(["train", "--data", "digits", "--arch", "resnet", "--depth", "9", "--out", str(tmp_path / "bad"),
+               "--no-progress"])
+    assert "depth: expected 6 n + 2" in _one_line_error(capsys, rc)
+
+
 CURVES = ["curves", "--data", "digits", "--norm", "linf", "--n", "40", "--chunk-size", "4",
           "--search-steps", "2", "--steps", "4", "--no-progress"]
 
