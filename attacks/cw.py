@@ -29,7 +29,7 @@ adversarial; (2) steps are capped relative to the best distance so far
 adversarial. On a binary 40-d unbounded linear model (9 x 100 steps, lr 0.1)
 the 95th percentile of ``distance / exact`` goes from 1.25 to 1.002; on a
 64-256-256-10 digits MLP at 10 x 100 steps from 1.12 to 1.08, median 1.005 to
-1.0002 (see ``tests/test_cw.py`` and ``benchmarks/attack_quality.py``).
+1.0002 (see ``tests/attacks/test_cw.py`` and ``benchmarks/attack_quality.py``).
 """
 from __future__ import annotations
 

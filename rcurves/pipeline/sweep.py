@@ -4,7 +4,7 @@ A *sweep* evaluates many checkpoints of one architecture on the same points
 (paired). Because a toolkit model is a pytree callable
 (:class:`rcurves.models.ModelFn`), its parameters are traced arguments of the
 attack programs: the first checkpoint compiles them, every later one reuses
-them (tested by a compilation counter in ``tests/test_sweep.py``).
+them (tested by a compilation counter in ``tests/pipeline/test_sweep.py``).
 
     from rcurves.pipeline import sweep
     sw = sweep.checkpoint_sweep("mnist-full-cnn-at-linf-0.3", every=2, norm="linf", n=500)
