@@ -20,6 +20,17 @@ For each point, rounds of PGD at candidate radii narrow a bracket
   follows the one class whose boundary it met first; on trained networks
   that is the wrong class for about one point in ten, which then ends 10-40%
   above its distance (``benchmarks/attack_quality.py``);
+* with ``brackets='lane'`` (the l_2 default with targeted lanes) every lane
+  runs the whole search below on its own, with its own radius and bracket,
+  toward its own class, and the smallest adversarial of the lanes is kept: a
+  lane whose class is reached late (masked gradients) descends at its own
+  pace instead of being asked for the radius another class reached;
+* while a point (or, with ``brackets='lane'``, a lane) is unbroken, its
+  lanes start every round from their own last point at ``eps_max`` with the
+  step APGD had halved them to (``warm='own'``): the rounds add up to one
+  long APGD run instead of restarting at a step of ``2 eps_max`` that short
+  lanes never shrink enough (l_2 on l_inf-AT CNNs stayed ``inf`` on points
+  an l_inf attack broke);
 * the round's adversarial is the smallest-norm one over the lanes; lanes
   within ``NORM_TIE_RTOL`` of it (for l_inf every lane's point lies on the
   ball's surface) count as tied and the largest margin wins, so that a lane
