@@ -58,6 +58,14 @@ class EngineConfig:
         since APGD keeps that iterate anyway. 'norm': the smallest-norm
         misclassified iterate; costs a norm and a select over the input per
         step.
+      grad_noise: 0, or ``sigma > 0``: every step's gradient is taken at
+        ``p + sigma * xi`` (``xi`` standard normal, drawn from the lane's
+        ``key``; the point clipped to the box), the gradient of the loss
+        smoothed by Gaussian noise, while the loss, the step-size control and
+        the adversarial reported are those of the iterate ``p`` itself (one
+        more forward pass per step). A remedy for gradients masked near the
+        data (a model whose first layer thresholds its input): the noisy
+        points cross the thresholds that a gradient at ``p`` does not see.
     """
 
     norm: str = "linf"
@@ -68,9 +76,13 @@ class EngineConfig:
     rho: float = 0.75
     l1_sparsity: float = 0.99
     track: str = "loss"
+    grad_noise: float = 0.0
 
     def __post_init__(self):
         checks.check_choice(self.track, ("loss", "norm"), "track")
+        if not (isinstance(self.grad_noise, (int, float)) and math.isfinite(self.grad_noise)
+                and self.grad_noise >= 0):
+            raise ValueError(f"grad_noise: expected a finite number >= 0, got {self.grad_noise!r}")
 
 
 class LaneState(NamedTuple):
@@ -98,6 +110,7 @@ class LaneResult(NamedTuple):
     adv_norm: jax.Array   # () its distance to x, geo.norm(adv_point - x); inf if no adversarial iterate was seen
     adv_margin: jax.Array  # () logit margin of adv_point (for the ray search)
     margin_max: jax.Array  # () logit margin of point_max (the lane's estimate of the largest margin in the ball)
+    eta: Optional[jax.Array] = None  # () the step size the lane ended with (APGD halves it as it goes)
 
 
 def apgd_checkpoints(steps: int) -> np.ndarray:
@@ -155,6 +168,7 @@ def run_lane(
     bounds: Optional[Tuple[float, float]],
     feasible: bool = False,
     target: Optional[jax.Array] = None,
+    key: Optional[jax.Array] = None,
 ) -> LaneResult:
     """Projected gradient ascent of ``cfg.loss`` on one point, one radius.
 
@@ -175,6 +189,8 @@ def run_lane(
         over the input).
       target: ``()`` int, the target class of a targeted loss
         (``cfg.loss`` in ``attacks.losses.TARGETED_LOSSES``); else unused.
+      key: PRNG key of the gradient noise (required when ``cfg.grad_noise
+        > 0``; else unused).
 
     Returns:
       LaneResult: highest-loss iterate and the adversarial iterate reported.
@@ -190,6 +206,8 @@ def run_lane(
     the momentum term ``p - prev`` is dropped (``moving = 0``).
     """
     geo: Geometry = geometry(cfg.norm, cfg.l1_sparsity)
+    if cfg.grad_noise > 0 and key is None:
+        raise ValueError("key: run_lane needs a key for grad_noise > 0")
     loss = get_loss(cfg.loss)
     proj = ball_projection(geo, x, eps, bounds)
 
@@ -233,7 +251,14 @@ def run_lane(
         """One step from iterate ``p`` (``prev`` the one before): ``(next
         iterate, state, up)``. With ``keep_best=False``, ``point_max`` is left
         to the caller (``up``: ``p`` is the new best)."""
-        (f, logits), g = grad_call(value_and_grad, p, k)
+        if cfg.grad_noise > 0:
+            # the gradient at a noisy copy of p, the loss at p itself
+            pn = p + cfg.grad_noise * jax.random.normal(jax.random.fold_in(key, k), p.shape, p.dtype)
+            pn = pn if bounds is None else jnp.clip(pn, bounds[0], bounds[1])
+            _, g = grad_call(value_and_grad, pn, k)
+            f, logits = objective(p)
+        else:
+            (f, logits), g = grad_call(value_and_grad, p, k)
         # Free bookkeeping from this evaluation: adversarial iterate, best loss.
         f, up, s = record(p, f, logits, s, keep_best)
         if cfg.norm != "linf":  # for sign steps the box clip already does this
@@ -297,9 +322,10 @@ def run_lane(
     _, _, final = record(cur, *objective(cur), final)
     if track_norm:
         return LaneResult(final.point_max, final.f_max, final.adv_point, final.adv_norm, final.adv_margin,
-                          final.max_margin)
+                          final.max_margin, final.eta)
     adv_norm = jnp.where(final.max_adv, geo.norm(final.point_max - x), jnp.inf)
-    return LaneResult(final.point_max, final.f_max, final.point_max, adv_norm, final.max_margin, final.max_margin)
+    return LaneResult(final.point_max, final.f_max, final.point_max, adv_norm, final.max_margin, final.max_margin,
+                      final.eta)
 
 
 def single(logits_fn: Callable, shape: Optional[Tuple[int, ...]] = None) -> Callable:

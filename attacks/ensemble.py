@@ -49,7 +49,7 @@ from attacks.ddn import DDNConfig, _ddn_jit, _ddn_warm_jit
 from attacks.fmn import FMNConfig, _fmn_jit, _fmn_warm_jit
 from attacks.losses import MIN_CLASSES
 from attacks.minimal import (SearchConfig, _minimal_below_jit, _minimal_jit, budget_schedule, check_eps_max,
-                             search_config, search_gradients, targeted_default)
+                             noise_in_input_units, search_config, search_gradients, targeted_default)
 from attacks.result import MinimalResult, raise_nonfinite
 
 
@@ -85,7 +85,8 @@ class Search:
     ``fresh=True``, from nothing (an independent search, merged by the
     minimum). ``eps_scale`` (in ``(0, 1]``) multiplies ``eps_max``, the
     radius of its first round: points farther than that stay unbroken by
-    this member."""
+    this member. ``grad_noise``: ``minimal_distance``'s (a fraction of the
+    box width)."""
 
     search_steps: Optional[int] = None
     steps: Optional[int] = None
@@ -96,6 +97,8 @@ class Search:
     polish_steps: Optional[int] = None
     refine_steps: int = 4
     target_rank: Optional[str] = None
+    brackets: Optional[str] = None
+    grad_noise: float = 0.0
     fresh: bool = False
     eps_scale: float = 1.0
     name: str = "search"
@@ -109,13 +112,17 @@ class Search:
             loss = "margin-t"       # DLR-T needs four logits; the targeted margin is its unscaled form
         return search_config(norm, n_classes, search_steps=self.search_steps, steps=self.steps,
                              restarts=self.restarts, refine_steps=self.refine_steps, loss=loss, warm=self.warm,
-                             radius=self.radius, polish_steps=self.polish_steps, target_rank=self.target_rank)
+                             radius=self.radius, polish_steps=self.polish_steps, target_rank=self.target_rank,
+                             brackets=self.brackets, grad_noise=self.grad_noise)
 
     def gradients_for(self, norm: str, n_classes: int) -> int:
         return search_gradients(self.config(norm, n_classes), n_classes)
 
     def run(self, logits_fn, x, y, keys, norm, bounds, eps_max, n_classes, best=None) -> MinimalResult:
         cfg = self.config(norm, n_classes)
+        if self.grad_noise:
+            cfg = dataclasses.replace(cfg, engine=dataclasses.replace(
+                cfg.engine, grad_noise=noise_in_input_units(self.grad_noise, bounds)))
         eps_max = eps_max * self.eps_scale
         if best is None or self.fresh:
             return _minimal_jit(logits_fn, x, y, keys, eps_max, cfg=cfg, bounds=bounds)
@@ -207,6 +214,14 @@ class CW:
 #: Gradients per point of each independent search in ``default_attacks``.
 SEARCH_SHARE = 224
 
+#: Gradient noise (``minimal_distance``'s ``grad_noise``, a fraction of the
+#: box width) of ``default_attacks``' l_2 searches after the first: on the
+#: l_inf 0.3 AT CNN, whose gradients are masked near the data, three of the
+#: four 1,000-gradient searches with it took the ensemble's 90th-percentile
+#: excess from 20.9% to 2.8% (256 random points of seed 1, against the best of
+#: ~45 runs; two of four: 4.4%); on the ST CNN 0.12% -> 0.10% (64 points).
+ENSEMBLE_L2_NOISE = 0.2
+
 #: ``(target_rank, eps_scale)`` of the independent searches of
 #: ``default_attacks``, in order (cycled): each finds its own basin.
 SEARCH_VARIANTS = (("mixed", 1.0), ("logits", 1.0), ("linear", 1.0), ("mixed", 0.5),
@@ -229,7 +244,10 @@ def default_attacks(norm: str, gradients: int = 1000, n_classes: int = 10) -> Tu
     the first radius, ...; for an untargeted schedule, fewer than four
     classes or l_1, the first radius only: 1, 1/2, 1/4, 1/8 of ``eps_max``;
     past the variants, random starts), so that each ends in a basin of its
-    own and the ensemble keeps the nearest. A search whose first radius is a fraction of
+    own and the ensemble keeps the nearest. For l_2 the searches after the
+    first take their lanes' gradients at Gaussian-noisy copies of the
+    iterates (``ENSEMBLE_L2_NOISE``: smoothed, for models whose gradients are
+    masked near the data). A search whose first radius is a fraction of
     ``eps_max`` leaves points farther than that to the others (the first
     search always starts at ``eps_max``).
 
@@ -272,7 +290,10 @@ def default_attacks(norm: str, gradients: int = 1000, n_classes: int = 10) -> Tu
             kw["warm"] = "first"
         name = "search" if i == 0 else "search-" + "-".join(
             [t for t in (rank, f"{scale:g}", "random" if i >= len(variants) else None) if t])
-        members.append(Search(**kw, target_rank=rank, eps_scale=scale, fresh=i > 0, name=name))
+        noise = ENSEMBLE_L2_NOISE if (norm == "l2" and i > 0) else 0.0
+        if noise:
+            name += "-noisy"
+        members.append(Search(**kw, target_rank=rank, eps_scale=scale, fresh=i > 0, grad_noise=noise, name=name))
     used = sum(m.gradients_for(norm, n_classes) for m in members)
     members.append(FMN(steps=max(2, g - used)))
     return tuple(members)

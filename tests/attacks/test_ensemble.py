@@ -137,3 +137,15 @@ def test_a_fresh_search_ignores_the_best_so_far():
     alone = attacks.minimal_distance(f, x, y, norm="linf", key=_member_keys(checks.check_key(KEY, len(x)), 1),
                                      search_steps=2, steps=3, restarts=4, target_rank="linear", eps_max=0.5)
     np.testing.assert_array_equal(np.asarray(results[1].distance), np.asarray(alone.distance))
+
+
+def test_default_l2_searches_after_the_first_use_gradient_noise():
+    from attacks.ensemble import ENSEMBLE_L2_NOISE, Search, default_attacks
+    for norm in ("l2", "linf"):
+        searches = [m for m in default_attacks(norm, 1000, 10) if isinstance(m, Search)]
+        assert len(searches) == 4
+        assert searches[0].grad_noise == 0
+        want = ENSEMBLE_L2_NOISE if norm == "l2" else 0.0
+        assert all(m.grad_noise == want for m in searches[1:])
+        # the noise costs forward passes, not gradients: the budget is unchanged
+        assert sum(m.gradients_for(norm, 10) for m in default_attacks(norm, 1000, 10)) <= 1000

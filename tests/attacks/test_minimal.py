@@ -279,3 +279,97 @@ def test_targeted_defaults_and_dlr_losses():
     with pytest.raises(ValueError, match="loss"):
         attacks.minimal_distance(binary_linear(w, b), x, y, norm="l2", key=KEY, eps_max=1.0, bounds=None,
                                  loss="dlr-t")
+
+
+def _far_bump():
+    """Four logits; classes 1-3 win only inside a ball of radius 0.05 around
+    (3, 0): far from x, narrow, so that PGD at a large radius must shrink its
+    step many times before it lands inside."""
+    c, r = jnp.array([3.0, 0.0]), 0.05
+
+    def f(p):
+        m = r ** 2 - jnp.sum((p - c) ** 2, axis=-1)
+        return jnp.stack([jnp.zeros_like(m), m, m - 1.0, m - 2.0], axis=-1)
+
+    x = np.array([[0.0, 0.0], [0.0, 0.5], [0.5, 0.0]], np.float32)
+    exact = np.linalg.norm(x - np.array([3.0, 0.0]), axis=1) - r
+    return f, x, np.zeros(3, np.int32), exact
+
+
+@pytest.mark.parametrize("brackets", ["shared", "lane"])
+def test_unbroken_lanes_continue_their_step_across_rounds(brackets):
+    """A point not broken in round 0 is attacked at eps_max again in every
+    round, each lane from its own last point: with APGD's step restarted at
+    2 eps_max every round, 7-step lanes never settle into the narrow region
+    (the search returned inf here); carried over, the rounds add up to one long
+    run that does. The distance is never below the exact one."""
+    f, x, y, exact = _far_bump()
+    r = attacks.minimal_distance(f, x, y, norm="l2", key=KEY, eps_max=10.0, bounds=None, restarts=2,
+                                 loss="margin-t", warm="own", steps=7, search_steps=5, polish_steps=0,
+                                 brackets=brackets)
+    d = np.asarray(r.distance)
+    assert np.all(np.isfinite(d))
+    assert np.all(d >= exact * (1 - RTOL))
+    assert np.all(d <= exact * 1.02)
+    assert attacks.verify(f, x, y, r, "l2") == {}
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_lane_brackets_match_exact_multiclass_linear(norm):
+    """Every lane searching its own radius toward its class: the smallest over
+    the lanes is the exact distance when the nearest class has a lane, never
+    below it."""
+    rng = np.random.default_rng(7)
+    d, k, n = 20, 5, 40
+    W = rng.normal(size=(k, d)).astype(np.float32)
+    b = rng.normal(size=k).astype(np.float32)
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = rng.integers(0, k, size=n).astype(np.int32)
+    f = multiclass_linear(W, b)
+    exact = exact_multiclass(W, b, x, y, norm)
+    r = attacks.minimal_distance(f, x, y, norm=norm, key=KEY, eps_max=20.0, search_steps=5, steps=10,
+                                 restarts=4, bounds=None, brackets="lane")
+    dist = np.asarray(r.distance)
+    assert np.all(dist >= exact * (1 - RTOL) - 1e-6)
+    pos = exact > 0
+    assert np.median(dist[pos] / exact[pos]) <= 1.01
+    assert attacks.verify(f, x, y, r, norm) == {}
+
+
+def test_grad_noise_results_are_verified_and_reproducible():
+    """Gradients at noisy copies of the iterates: every returned adversarial is
+    still re-checked and never closer than the exact distance, the box is
+    kept, and the same key gives the same result."""
+    rng = np.random.default_rng(8)
+    d, k, n = 16, 5, 24
+    W = rng.normal(size=(k, d)).astype(np.float32)
+    b = rng.normal(size=k).astype(np.float32)
+    x = rng.uniform(0.2, 0.8, size=(n, d)).astype(np.float32)
+    f = multiclass_linear(W, b)
+    y = np.asarray(jnp.argmax(f(jnp.asarray(x)), axis=1)).astype(np.int32)
+    exact = exact_multiclass(W, b, x, y, "l2")       # unbounded: a lower bound inside the box
+    kw = dict(norm="l2", key=KEY, search_steps=4, steps=7, restarts=4, grad_noise=0.2)
+    r = attacks.minimal_distance(f, x, y, **kw)
+    again = attacks.minimal_distance(f, x, y, **kw)
+    np.testing.assert_array_equal(np.asarray(r.distance), np.asarray(again.distance))
+    dist = np.asarray(r.distance)
+    assert np.all(np.isfinite(dist))
+    assert np.all(dist >= exact * (1 - RTOL) - 1e-6)
+    assert attacks.verify(f, x, y, r, "l2", bounds=(0.0, 1.0)) == {}
+
+
+@pytest.mark.parametrize("kw,arg", [(dict(brackets="each"), "brackets"), (dict(grad_noise=-0.1), "grad_noise"),
+                                    (dict(brackets="lane", loss="margin"), "brackets"),
+                                    (dict(brackets="lane", warm="first"), "brackets")])
+def test_bracket_and_noise_options_are_checked(linear_case, kw, arg):
+    w, b, x, y = linear_case
+    with pytest.raises(ValueError, match=arg):
+        attacks.minimal_distance(binary_linear(w, b), x, y, norm="l2", key=KEY, eps_max=1.0, bounds=None, **kw)
+
+
+def test_l2_default_brackets_per_lane():
+    from attacks.minimal import search_config
+    assert search_config("l2", 10).lane_brackets
+    assert not search_config("linf", 10).lane_brackets
+    assert not search_config("l2", 3).lane_brackets      # one untargeted lane: nothing to split
+    assert search_config("l2", 10, grad_noise=0.1).engine.grad_noise == 0.1
