@@ -32,16 +32,19 @@ def test_binary_linear_matches_lemma1(linear_case, norm, tol):
     assert attacks.verify(f, x, y, r, norm) == {}
 
 
-@pytest.mark.parametrize("norm,tol", [("linf", 1.01), ("l2", 1.01)])
-def test_multiclass_linear_matches_exact(norm, tol):
-    rng = np.random.default_rng(2)
-    d, k, n = 20, 5, 40
+def _multiclass_problem(seed, norm, d=20, k=5, n=40):
+    """A random 5-class linear model on 40 unbounded points and its exact distances in ``norm``."""
+    rng = np.random.default_rng(seed)
     W = rng.normal(size=(k, d)).astype(np.float32)
     b = rng.normal(size=k).astype(np.float32)
     x = rng.normal(size=(n, d)).astype(np.float32)
     y = rng.integers(0, k, size=n).astype(np.int32)
-    f = multiclass_linear(W, b)
-    exact = exact_multiclass(W, b, x, y, norm)
+    return multiclass_linear(W, b), x, y, exact_multiclass(W, b, x, y, norm)
+
+
+@pytest.mark.parametrize("norm,tol", [("linf", 1.01), ("l2", 1.01)])
+def test_multiclass_linear_matches_exact(norm, tol):
+    f, x, y, exact = _multiclass_problem(2, norm)
     r = attacks.minimal_distance(f, x, y, norm=norm, key=KEY, eps_max=20.0, search_steps=6,
                                  steps=20, restarts=2, bounds=None)
     d = np.asarray(r.distance)
@@ -319,14 +322,7 @@ def test_lane_brackets_match_exact_multiclass_linear(norm):
     """Every lane searching its own radius toward its class: the smallest over
     the lanes is the exact distance when the nearest class has a lane, never
     below it."""
-    rng = np.random.default_rng(7)
-    d, k, n = 20, 5, 40
-    W = rng.normal(size=(k, d)).astype(np.float32)
-    b = rng.normal(size=k).astype(np.float32)
-    x = rng.normal(size=(n, d)).astype(np.float32)
-    y = rng.integers(0, k, size=n).astype(np.int32)
-    f = multiclass_linear(W, b)
-    exact = exact_multiclass(W, b, x, y, norm)
+    f, x, y, exact = _multiclass_problem(7, norm)
     r = attacks.minimal_distance(f, x, y, norm=norm, key=KEY, eps_max=20.0, search_steps=5, steps=10,
                                  restarts=4, bounds=None, brackets="lane")
     dist = np.asarray(r.distance)
