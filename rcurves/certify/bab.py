@@ -272,8 +272,8 @@ def bab_certify_point(prep: Prepared, x, y, eps, cfg: BaBConfig, prev: "Frontier
         sgn=jnp.zeros((S, total), jnp.int8),
         lb=jnp.full((S,), jnp.inf).at[0].set(lb_r),
         nxt=jnp.full((S,), -1, jnp.int32).at[0].set(nxt_r),
-        alive=jnp.zeros((S,), bool).at[0].set(lb_r <= 0),
-        failed=~rest_ok | ((lb_r <= 0) & (nxt_r < 0)),
+        alive=jnp.zeros((S,), bool).at[0].set(~(lb_r > 0)),   # NaN is open, never certified
+        failed=~rest_ok | (~(lb_r > 0) & (nxt_r < 0)),
         bounded=jnp.ones((), jnp.int32),
         params=jax.tree_util.tree_map(lambda a: jnp.zeros((S,) + a.shape, a.dtype).at[0].set(a), p_r),
         stale=jnp.zeros((S,), bool),
@@ -288,7 +288,8 @@ def bab_certify_point(prep: Prepared, x, y, eps, cfg: BaBConfig, prev: "Frontier
         again = Frontier(sgn=prev.sgn, lb=jnp.where(prev.alive, -jnp.inf, jnp.inf), nxt=prev.nxt,
                          alive=prev.alive, failed=~rest_ok, bounded=jnp.zeros((), jnp.int32), params=prev.params,
                          stale=prev.alive, whole=prev.whole)
-        use = use_prev & prev.whole & jnp.any(prev.alive)
+        # (not where the root alone already certifies this radius)
+        use = use_prev & prev.whole & jnp.any(prev.alive) & ~(lb_r > 0)
         start = jax.tree_util.tree_map(lambda a, b: jnp.where(use, a, b), again, fresh)
 
     def cond(f: Frontier):
@@ -313,7 +314,7 @@ def bab_certify_point(prep: Prepared, x, y, eps, cfg: BaBConfig, prev: "Frontier
         klb, knxt, kparams = jax.vmap(bound_one)(kids, warm)
 
         # rebound: results in place
-        r_open = r_valid & (klb <= 0)
+        r_open = r_valid & ~(klb > 0)
         keep = lambda new, old: jnp.where(r_valid.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)  # noqa: E731
         f_re = Frontier(
             sgn=f.sgn, lb=f.lb.at[rs].set(jnp.where(r_valid, klb, f.lb[rs])),
@@ -326,7 +327,7 @@ def bab_certify_point(prep: Prepared, x, y, eps, cfg: BaBConfig, prev: "Frontier
 
         # split: the parents leave, their open children take free slots
         kvalid = jnp.concatenate([valid, valid])
-        open_ = kvalid & (klb <= 0)
+        open_ = kvalid & ~(klb > 0)
         stuck = jnp.any(valid & (unit < 0)) | jnp.any(open_ & (knxt < 0))
         alive = f.alive.at[sel].set(False)
         overflow = jnp.sum(open_) > jnp.sum(~alive)
@@ -385,11 +386,16 @@ def _bab_program(net, x, y, lo, hi, rounds, *, cfg: BaBConfig, batch: int):
 def bab_config(bound: BoundConfig, budget: int, steps: int = 20, lr: float = 0.1, batch: int = 8) -> BaBConfig:
     """The :class:`BaBConfig` that bounds about ``budget`` subdomains per
     certification, ``batch`` split per iteration, with a frontier that cannot
-    overflow: an iteration that splits ``v`` subdomains bounds ``2 v`` and
-    adds at most ``v`` to the frontier, so it never holds more than
-    ``1 + (budget + 2 batch) / 2``."""
+    overflow. An iteration that splits ``v`` subdomains bounds ``2 v`` and
+    adds at most ``v`` to the frontier; a round that starts from a previous
+    round's ``n`` undecided subdomains bounds them again first (``n`` of its
+    budget), so it ends with at most ``n + (budget - n) / 2 + batch`` of them.
+    With ``capacity = budget + 2 batch + 1`` that is at most ``capacity``
+    whenever ``n`` is, and a round from the root ends with at most
+    ``1 + budget / 2 + batch``. (With half that capacity, a round that reused a
+    nearly full frontier overflowed: it failed, sound but needlessly.)"""
     batch = max(1, min(batch, budget // 2))
-    return BaBConfig(bound=bound, batch=batch, budget=budget, capacity=budget // 2 + batch + 1, steps=steps, lr=lr)
+    return BaBConfig(bound=bound, batch=batch, budget=budget, capacity=budget + 2 * batch + 1, steps=steps, lr=lr)
 
 
 bab_jit = jax.jit(_bab_program, static_argnames=("cfg", "batch"))
