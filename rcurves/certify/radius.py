@@ -183,7 +183,9 @@ def certified_radius(
       upper: optional ``(n,)`` upper bounds on the distances (e.g. an attack's
         distances): the search runs inside ``[0, upper]``; ``inf`` entries (and
         ``upper=None``) use the box's diameter, or for ``bounds=None`` a
-        growing guess.
+        growing guess (CROWN's search only: 'bab' searches above CROWN's
+        radius up to ``upper``, so with ``bounds=None`` and no finite
+        ``upper`` it returns CROWN's radius).
       search_steps: certification rounds per point (default 8 with a finite
         ``upper``, 14 without; each one a full bound computation; 'bab': 8).
       budget: 'bab' only: most subdomains bounded per certification
