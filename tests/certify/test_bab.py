@@ -14,27 +14,13 @@ import pytest
 from rcurves import certify
 from rcurves.certify import bab
 from rcurves.certify import bounds as cb
-
-
-def _random_mlp(sizes, seed, scale=3.0):
-    rng = np.random.default_rng(seed)
-    return certify.mlp([(rng.normal(size=(o, i)).astype(np.float32) * scale / np.sqrt(i),
-                         rng.normal(size=o).astype(np.float32)) for i, o in zip(sizes[:-1], sizes[1:])])
-
-
-def _grid_distances(net, xs, ys, ord_):
-    """Distance from each point to the nearest grid point of [-1, 1]^2 classified otherwise (an upper bound)."""
-    g = np.linspace(-1, 1, 801, dtype=np.float32)
-    grid = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
-    pred = np.argmax(np.asarray(net.logits(grid)), 1)
-    return np.array([np.linalg.norm(grid[pred != y] - x, ord=ord_, axis=1).min(initial=np.inf)
-                     for x, y in zip(xs, ys)])
+from test_certify import BOX, _grid_search, _random_mlp
 
 
 def test_a_round_from_a_reused_frontier_never_overflows_and_stays_sound():
     # a deep narrow net and a small budget: rounds that fail leave a full frontier
     net = _random_mlp([2, 32, 32, 32, 3], 11)
-    bc = cb.BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0))
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
     cfg = bab.bab_config(bc, 32, steps=5)
     prep = cb.prepare(net, bc)
 
@@ -46,8 +32,7 @@ def test_a_round_from_a_reused_frontier_never_overflows_and_stays_sound():
 
     xs = np.random.default_rng(3).uniform(-0.9, 0.9, (12, 2)).astype(np.float32)
     ys = np.argmax(np.asarray(net.logits(xs)), 1)
-    d = _grid_distances(net, xs, ys, np.inf)
-    assert np.all(np.isfinite(d))
+    d = _grid_search(net, xs, ys, "linf")[0]
     reused = 0
     for x, y, di in zip(xs, ys, d):
         for a, b in ((1.02, 0.9), (0.95, 0.85), (0.9, 0.8)):
@@ -64,7 +49,7 @@ def test_a_round_from_a_reused_frontier_never_overflows_and_stays_sound():
 
 def test_a_nan_radius_is_never_certified():
     net = _random_mlp([2, 16, 16, 3], 0)
-    bc = cb.BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0))
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
     cfg = bab.bab_config(bc, 16, steps=3)
     prep = cb.prepare(net, bc)
     x = jnp.zeros(2, jnp.float32)
@@ -73,18 +58,14 @@ def test_a_nan_radius_is_never_certified():
     assert not bool(ok)
 
 
-@pytest.mark.parametrize("seed", [0, 3, 5])   # (seed 1: one class on the whole box)
+@pytest.mark.parametrize("seed", [0, 3, 5])   # (seed 1: one class on the whole box, no grid adversarial)
 def test_l2_radius_never_exceeds_the_nearest_misclassified_grid_point(seed):
     net = _random_mlp([2, 16, 16, 3], seed)
     xs = np.random.default_rng(seed + 10).uniform(-0.8, 0.8, (8, 2)).astype(np.float32)
     ys = np.argmax(np.asarray(net.logits(xs)), 1).astype(np.int32)
-    d = _grid_distances(net, xs, ys, 2)
-    keep = np.isfinite(d)                 # points with a misclassified grid point
-    xs, ys, d = xs[keep], ys[keep], d[keep]
-    assert len(d) >= 4
-    box = (-1.0, 1.0)
-    crown = np.asarray(certify.certified_radius(net, xs, ys, norm="l2", bounds=box, upper=1.5 * d))
-    r = np.asarray(certify.certified_radius(net, xs, ys, norm="l2", method="bab", budget=64, bounds=box,
+    d = _grid_search(net, xs, ys, "l2")[0]
+    crown = np.asarray(certify.certified_radius(net, xs, ys, norm="l2", bounds=BOX, upper=1.5 * d))
+    r = np.asarray(certify.certified_radius(net, xs, ys, norm="l2", method="bab", budget=64, bounds=BOX,
                                             upper=1.5 * d))   # the cap cannot hide an error
     assert np.all(r <= d * (1 + 1e-5)), (r, d)
     assert np.all(r >= crown)
