@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from _models import exact_multiclass
+from tests._models import exact_multiclass
 from rcurves.cli import main
 from rcurves.data import load_data
 from rcurves.pipeline.report import build_report, ranking_flips

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import attacks
 import rcurves
-from _models import binary_linear
+from tests._models import binary_linear
 
 KEY = jax.random.PRNGKey(0)
 W = np.linspace(-1, 1, 6).astype(np.float32)

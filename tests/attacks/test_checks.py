@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import attacks
-from _models import binary_linear
+from tests._models import binary_linear
 
 KEY = jax.random.PRNGKey(0)
 W = np.ones(4, np.float32)

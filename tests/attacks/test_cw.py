@@ -5,7 +5,7 @@ import pytest
 
 import attacks
 from attacks.cw import _cw_jit
-from _models import binary_linear, exact_binary, exact_multiclass, multiclass_linear
+from tests._models import binary_linear, exact_binary, exact_multiclass, multiclass_linear
 
 KEY = jax.random.PRNGKey(0)
 
@@ -87,7 +87,7 @@ def test_cw_gradients_one_fewer_per_constant(bounds):
     """``binary_search_steps * steps`` iterates evaluated, each constant's last
     with a forward pass only; plus the clean logits, the ray search and the
     re-check (``carlini_wagner_l2`` docstring)."""
-    from _models import counting_linear
+    from tests._models import counting_linear
     rng = np.random.default_rng(3)
     w = rng.normal(size=8).astype(np.float32)
     x = rng.uniform(0.2, 0.8, size=(1, 8)).astype(np.float32)

@@ -6,8 +6,8 @@ import pytest
 
 import attacks
 from attacks.ddn import _ddn_jit, cosine_schedule, ddn
-from _models import binary_linear, exact_binary, exact_multiclass, linear_data, multiclass_linear
-from test_fmn import exact_box_linear
+from tests._models import binary_linear, exact_binary, exact_multiclass, linear_data, multiclass_linear
+from tests.attacks.test_fmn import exact_box_linear
 
 KEY = jax.random.PRNGKey(0)
 RTOL = 1e-5  # float32 re-check tolerance

@@ -5,7 +5,7 @@ import pytest
 
 import attacks
 from attacks.ensemble import APGDT, CW, DDN, FMN, Search, default_attacks, ensemble
-from _models import exact_multiclass, multiclass_linear
+from tests._models import exact_multiclass, multiclass_linear
 
 KEY = jax.random.PRNGKey(0)
 RTOL = 1e-5

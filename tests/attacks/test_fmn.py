@@ -5,7 +5,7 @@ import pytest
 
 import attacks
 from attacks.fmn import _fmn_jit, fmn
-from _models import binary_linear, exact_binary, exact_multiclass, linear_data, multiclass_linear
+from tests._models import binary_linear, exact_binary, exact_multiclass, linear_data, multiclass_linear
 
 KEY = jax.random.PRNGKey(0)
 RTOL = 1e-5  # float32 re-check tolerance

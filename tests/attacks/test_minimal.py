@@ -6,7 +6,7 @@ import pytest
 
 import attacks
 from attacks.minimal import _minimal_jit
-from _models import ball, binary_linear, exact_ball, exact_binary, exact_multiclass, linear_data, multiclass_linear
+from tests._models import ball, binary_linear, exact_ball, exact_binary, exact_multiclass, linear_data, multiclass_linear
 
 KEY = jax.random.PRNGKey(0)
 RTOL = 1e-5  # float32 re-check tolerance

@@ -6,7 +6,7 @@ import pytest
 
 import attacks
 from attacks.engine import apgd_checkpoints
-from _models import binary_linear, exact_binary
+from tests._models import binary_linear, exact_binary
 
 KEY = jax.random.PRNGKey(0)
 
@@ -78,7 +78,7 @@ def test_lane_evaluates_every_iterate_with_one_gradient_fewer(case, steps):
     """A lane of ``steps`` evaluates ``steps`` iterates; the last one needs no
     gradient (the step it would feed is never evaluated): ``steps - 1``
     backward passes (engine docstring; benchmarks/attack_overhead.py)."""
-    from _models import counting_linear
+    from tests._models import counting_linear
     w, b, x, y = case
     counts = {}
     f = counting_linear(w, b, counts)

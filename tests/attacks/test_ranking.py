@@ -7,7 +7,7 @@ from scipy.optimize import linprog, minimize
 
 import attacks
 from attacks.ranking import linear_box_distance, linear_distances, nearest_targets
-from _models import exact_multiclass, multiclass_linear
+from tests._models import exact_multiclass, multiclass_linear
 
 KEY = jax.random.PRNGKey(0)
 

@@ -9,7 +9,7 @@ import pytest
 import attacks
 from attacks import xla
 from attacks.minimal import _minimal_jit
-from _models import binary_linear, linear_data
+from tests._models import binary_linear, linear_data
 
 KEY = jax.random.PRNGKey(0)
 

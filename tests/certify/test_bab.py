@@ -14,7 +14,7 @@ import pytest
 from rcurves import certify
 from rcurves.certify import bab
 from rcurves.certify import bounds as cb
-from test_certify import BOX, _grid_search, _random_mlp
+from tests.certify.test_certify import BOX, _grid_search, _random_mlp
 
 
 def test_a_round_from_a_reused_frontier_never_overflows_and_stays_sound():

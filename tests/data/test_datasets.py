@@ -214,7 +214,7 @@ def test_theorem1_experiment_script(tmp_path):
     pytest.importorskip("rcurves.curves")
     import json
 
-    from _experiments import load
+    from tests._experiments import load
 
     mod = load("theorem1_intersections")
     rec = mod.main(["--out", str(tmp_path), "--t1", "0.3", "2", "2.5", "--t2", "1", "7",

@@ -7,8 +7,8 @@ import pytest
 import attacks
 import rcurves
 from rcurves.data.streaming import iter_chunks, map_points
-from _models import ball
-from _rss import random_npy, run_child
+from tests._models import ball
+from tests._rss import random_npy, run_child
 
 KEY = jax.random.PRNGKey(0)
 

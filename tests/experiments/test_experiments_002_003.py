@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 import scipy.stats
-from _experiments import load as _load
+from tests._experiments import load as _load
 
 def _run(name, tmp_path):
     mod = _load(name)

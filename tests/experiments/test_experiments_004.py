@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from _experiments import load as _load
+from tests._experiments import load as _load
 
 
 def _run(name, out):

@@ -10,7 +10,7 @@ import pytest
 import attacks
 import rcurves
 from rcurves.pipeline.distributed import make_mesh, on_mesh, shard_points
-from _models import ball, binary_linear
+from tests._models import ball, binary_linear
 
 KEY = jax.random.PRNGKey(0)
 needs4 = pytest.mark.skipif(len(jax.devices()) < 4, reason="needs 4 devices (XLA_FLAGS)")
@@ -98,7 +98,7 @@ def test_sharding_example_routes_agree(tmp_path):
 
 from rcurves.pipeline.distributed import per_shard  # noqa: E402
 from rcurves.pipeline.runner import DistanceConfig, make_distance_fn, run_chunked  # noqa: E402
-from _models import multiclass_linear  # noqa: E402
+from tests._models import multiclass_linear  # noqa: E402
 
 _RNG = np.random.default_rng(7)
 _D = 6                                   # a row length at which XLA:CPU rounds differently per row count

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from _models import exact_multiclass, multiclass_linear
+from tests._models import exact_multiclass, multiclass_linear
 from rcurves.pipeline.evaluation import AttackSettings, Evaluation, evaluate
 
 ATTACK = AttackSettings(search_steps=6, steps=10, cw=False)

@@ -33,8 +33,7 @@ import time
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/: the helper modules
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository: rcurves, attacks and tests._models
 N_MESH, N_RUN, D, CHUNK = 7, 11, 6, 2
 TIMEOUT = 120                      # seconds for both workers together: a hang fails, not blocks CI
 
@@ -43,7 +42,7 @@ def _problem():
     """Model, data and settings shared by the workers and the reference (deterministic)."""
     import jax
     import jax.numpy as jnp
-    from _models import ball
+    from tests._models import ball
     from rcurves.pipeline.runner import DistanceConfig
 
     rng = np.random.default_rng(3)
@@ -133,7 +132,7 @@ def _launch(out: str):
     port = _free_port()
     env = dict(os.environ)
     env.update(XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+               PYTHONPATH=os.pathsep.join([ROOT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     paths = [os.path.join(out, f"log_{i}.txt") for i in range(2)]
     procs = []
     for i, path in enumerate(paths):

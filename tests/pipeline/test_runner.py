@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import attacks
-from _models import exact_multiclass, multiclass_linear
-from _rss import random_npy, run_child
+from tests._models import exact_multiclass, multiclass_linear
+from tests._rss import random_npy, run_child
 from rcurves.pipeline.runner import (
     DistanceConfig,
     RunnerError,
@@ -257,7 +257,7 @@ sys.path.insert(0, sys.argv[4])
 import numpy as np
 import jax, jax.numpy as jnp
 from rcurves.pipeline import runner
-from _models import multiclass_linear
+from tests._models import multiclass_linear
 
 out_dir, mode, arg = sys.argv[1], sys.argv[2], int(sys.argv[3])
 say = lambda msg: print(msg, flush=True)
@@ -317,7 +317,7 @@ def _launch(out_dir, mode, arg, wall, env, timeout=90):
     import threading
     import time
 
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/: the helper modules
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository: tests._models
     proc = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, out_dir, mode, str(arg), here],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines = queue.Queue()
