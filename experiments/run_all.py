@@ -11,7 +11,7 @@ verdict, why, the command and the run time on this machine.
     python experiments/run_all.py                  # full runs (trains the zoo on first use), README
     python experiments/run_all.py --quick          # quick runs; table in results/experiments-quick/README.md
     python experiments/run_all.py --only fig6_linear_crossing parabola_fig2
-    python experiments/run_all.py --readme-only    # rebuild README.md from the JSONs already in --out
+    python experiments/run_all.py --report         # run nothing: rebuild README.md from the JSONs (--readme-only)
 
 A script that fails is reported in the table (and the exit status is 1); the
 others still run.
@@ -22,7 +22,11 @@ So each full run's claims (with its code fingerprint and run time, not its
 per-point payload) are also kept in ``experiments/claims/<name>.json``, which
 is committed: the README is built from the newest run of each script, from
 ``--out`` when it has one, else from ``experiments/claims``, and a row whose
-code has changed since its run is shown as stale and not counted.
+code has changed since its run is shown as stale and not counted; the report
+lists, per stale script, the modules whose code changed. A result's code is
+the modules its script loaded (the packages import lazily), each by the digest
+of its code without docstrings (:func:`rcurves.claims.record.code_fingerprint`),
+so an edit re-runs only the scripts that use what it touches.
 """
 from __future__ import annotations
 
@@ -106,16 +110,16 @@ def _cell(text):
 
 
 def _stale(doc):
-    """True when the code the JSON was produced by has changed since (its recorded fingerprint)."""
+    """The modules whose code changed since the JSON was produced (empty: current)."""
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
-    from rcurves.claims.record import is_stale
+    from rcurves.claims.record import changed_files
 
-    return is_stale(doc, ROOT)
+    return changed_files(doc, ROOT)
 
 
 def readme(out, quick, times, claims_dir=CLAIMS):
-    rows, failed, stale = [], [], []
+    rows, failed, stale = [], [], {}
     for name in scripts():
         path = find_result(out, name, quick, claims_dir)
         if path is None:
@@ -124,9 +128,10 @@ def readme(out, quick, times, claims_dir=CLAIMS):
         with open(path) as f:
             doc = json.load(f)
         secs = times.get(name, doc.get("seconds"))
-        is_stale = _stale(doc)
+        changed = _stale(doc)
+        is_stale = bool(changed)
         if is_stale:
-            stale.append(name)
+            stale[name] = changed
         for c in doc.get("claims", []):
             rows.append((c["paper"], name, c, secs, doc.get("quick", False), is_stale))
     counts = {}
@@ -159,9 +164,25 @@ def readme(out, quick, times, claims_dir=CLAIMS):
         f"Paper claims: {tally('paper')}. Checks of our own tools (self-check): {tally('self-check')}. "
         f"Beyond the papers: {tally('beyond')}." + (
             f" Scripts without results: {', '.join(failed)}." if failed else "") + (
-            f" Stale (code changed since the run; not counted): {', '.join(stale)}." if stale else ""),
+            f" Stale (code changed since the run; not counted): {len(stale)} of {len(scripts())} scripts, "
+            "listed below." if stale else ""),
         "",
     ]
+    if stale:
+        lines += ["**Stale scripts** (each with the modules whose code changed since its run; re-run them with "
+                  "`python experiments/run_all.py --only NAME ...`):", ""]
+        for name, changed in stale.items():
+            if changed and (found := find_result(out, name, quick, claims_dir)):
+                with open(found) as f:
+                    code = json.load(f).get("code") or {}
+                if code and "scheme" not in code:
+                    lines.append(f"- `{name}`: recorded with the first fingerprint (the whole text of the "
+                                 f"{len(changed)} modules its process loaded, every package eagerly): any edit "
+                                 "to any of them stales it; a re-run records per-module code digests")
+                    continue
+            shown = ", ".join(f"`{c}`" for c in changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
+            lines.append(f"- `{name}`: {shown}")
+        lines.append("")
     if quick:
         lines += ["**These are `--quick` runs** (tiny stand-in models, few points): they exercise the code and "
                   "the exact checks; their verdicts are not the papers' reproductions.", ""]
@@ -189,7 +210,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="run every script with --quick")
     ap.add_argument("--out", default=None, help="results folder (default results/experiments[-quick])")
     ap.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these scripts")
-    ap.add_argument("--readme-only", action="store_true", help="no runs: rebuild the README from --out")
+    ap.add_argument("--report", "--readme-only", dest="readme_only", action="store_true",
+                    help="run nothing: rebuild the README from the results (--out, else experiments/claims), "
+                         "listing stale rows")
     ap.add_argument("--readme", default=None,
                     help="where to write the table (default experiments/README.md; with --quick <out>/README.md)")
     args = ap.parse_args(argv)

@@ -19,107 +19,113 @@ The evaluation pipeline is :func:`rcurves.evaluate` (models x data x norms ->
 experiments are in :mod:`rcurves.models.zoo` (also ``rcurves.zoo``).
 The names below are re-exported here wherever their module lives.
 """
-from rcurves.data import tsipras_p1
-from rcurves.data import nakkiran_p2
-from rcurves.data import toy_linear_classifiers
-from rcurves.data import parabola_points
-from rcurves.data import parabola_logits_fn
-from rcurves.data import parabola_distance
-from rcurves.data import theorem1_construction
-from rcurves.data import Theorem1Construction
-from rcurves.data import toy_1d
-from rcurves.data import toy_1d_classifiers
-from rcurves.data import sunset
-from rcurves.data import sunset_oracle_logits_fn
-from rcurves.data import overly_robust_features
-from rcurves.data import overly_robust_classifiers
-from rcurves.data import mnist
-from rcurves.data import digits
-from rcurves.data import load_dataset
-from rcurves.data import dataset_fingerprint
-from rcurves.exact.interclass import interclass_distances
-from rcurves.exact.interclass import interclass_summary
-from rcurves.exact.interclass import interclass_table
-from rcurves.exact.interclass import deduplicate
-from rcurves.exact.interclass import InterclassSummary
-from rcurves.exact.linear import dual_exponent
-from rcurves.exact.linear import linear_curve_scale
-from rcurves.exact.linear import linear_distance
-from rcurves.exact.linear import linear_logits_fn
-from rcurves.exact.linear import linear_perturbation
-from rcurves.exact.linear import lp_norm
-from rcurves.exact.linear import multiclass_logits_fn
-from rcurves.curves import curve_intersections
-from rcurves.curves import curve_points
-from rcurves.curves import dkw_band
-from rcurves.curves import exact_curve_intersections
-from rcurves.curves import margin_curve
-from rcurves.curves import robust_accuracy
-from rcurves.curves import robust_error
-from rcurves.curves import robustness_curve
-from rcurves.plotting import plot_curve_grid
-from rcurves.plotting import plot_curves
-from rcurves.plotting import plot_step_curves
-from rcurves.plotting import step_curve
-from rcurves.pipeline.distributed import make_mesh
-from rcurves.pipeline.distributed import on_mesh
-from rcurves.data.streaming import map_points
-from rcurves.models import ModelConfig
-from rcurves.models import init_params
-from rcurves.models import make_logits_fn
-from rcurves.models import ModelFn
-from rcurves.models.training import TrainConfig
-from rcurves.models.training import train
-from rcurves.models import zoo
-from rcurves.data.sampling import interleaved_order
-from rcurves.exact.nearest import NN1Distance
-from rcurves.exact.nearest import nn1_distance
-from rcurves.exact.nearest import nn1_distance_result
-from rcurves.exact.nearest import nn1_neighbors
-from rcurves.exact.nearest import nn1_predict
-from rcurves.exact.nearest import tie_accuracy
-from rcurves.exact.genuine import genuine_adversarial_accuracy_1d
-from rcurves.exact.genuine import nn1_classifier_1d
-from rcurves.exact.genuine import standard_adversarial_accuracy_1d
-from rcurves.exact.genuine import standard_ara_1d
-from rcurves.exact.genuine import sunset_genuine_accuracy
-from rcurves.exact.genuine import sunset_nn1_predict
-from rcurves.claims.agreement import agreement_with_reference
-from rcurves.claims.agreement import mcnemar_exact
-from rcurves.exact.invariance import knn_oracle
-from rcurves.exact.invariance import linf_invariance_examples
-from rcurves.claims.compare import paired_order_test
-from rcurves.claims.compare import significant_reversal
-from rcurves.pipeline.evaluation import AttackSettings
-from rcurves.pipeline.evaluation import Evaluation
-from rcurves.pipeline.evaluation import evaluate
-from rcurves.data.loader import load_data
-from rcurves.models.loader import load as load_model
-from rcurves.models.checkpoint import CheckpointError
-from rcurves.models.checkpoint import load_checkpoint
-from rcurves.models.checkpoint import save_checkpoint
-from rcurves.pipeline.runner import DistanceConfig
-from rcurves.pipeline.runner import RunnerError
-from rcurves.pipeline.runner import make_distance_fn
-from rcurves.pipeline.runner import run_chunked
-from rcurves.sparsity import SparsityCurve
-from rcurves.sparsity import SparsityResult
-from rcurves.sparsity import adversarial_accuracy
-from rcurves.sparsity import expected_l2_sparsity
-from rcurves.sparsity import expected_linf_sparsity
-from rcurves.sparsity import fraction_measured
-from rcurves.sparsity import l2_directions
-from rcurves.sparsity import l2_sparsity
-from rcurves.sparsity import l2_sparsity_full
-from rcurves.sparsity import linear_l2_sparsity
-from rcurves.sparsity import linear_linf_sparsity
-from rcurves.sparsity import linf_directions
-from rcurves.sparsity import linf_sparsity
-from rcurves.sparsity import linf_sparsity_bounds
-from rcurves.sparsity import linf_sparsity_full
-from rcurves.sparsity import residual_sparsity
-from rcurves.sparsity import sparsity_curve
-from rcurves.sparsity import sparsity_summary
+from attacks._lazy import attach
+
+# public name -> 'module' (a submodule) or 'module:attribute'; imported on first use (PEP 562), so a
+# program loads only the modules it uses (and a claim's code fingerprint covers only those)
+__getattr__, __dir__ = attach(__name__, {
+    'tsipras_p1': 'rcurves.data.synthetic:tsipras_p1',
+    'nakkiran_p2': 'rcurves.data.synthetic:nakkiran_p2',
+    'toy_linear_classifiers': 'rcurves.data.synthetic:toy_linear_classifiers',
+    'parabola_points': 'rcurves.data.synthetic:parabola_points',
+    'parabola_logits_fn': 'rcurves.data.synthetic:parabola_logits_fn',
+    'parabola_distance': 'rcurves.data.synthetic:parabola_distance',
+    'theorem1_construction': 'rcurves.data.synthetic:theorem1_construction',
+    'Theorem1Construction': 'rcurves.data.synthetic:Theorem1Construction',
+    'toy_1d': 'rcurves.data.synthetic:toy_1d',
+    'toy_1d_classifiers': 'rcurves.data.synthetic:toy_1d_classifiers',
+    'sunset': 'rcurves.data.synthetic:sunset',
+    'sunset_oracle_logits_fn': 'rcurves.data.synthetic:sunset_oracle_logits_fn',
+    'overly_robust_features': 'rcurves.data.synthetic:overly_robust_features',
+    'overly_robust_classifiers': 'rcurves.data.synthetic:overly_robust_classifiers',
+    'mnist': 'rcurves.data.builtin:mnist',
+    'digits': 'rcurves.data.builtin:digits',
+    'load_dataset': 'rcurves.data.builtin:load_dataset',
+    'dataset_fingerprint': 'rcurves.data.builtin:dataset_fingerprint',
+    'interclass_distances': 'rcurves.exact.interclass:interclass_distances',
+    'interclass_summary': 'rcurves.exact.interclass:interclass_summary',
+    'interclass_table': 'rcurves.exact.interclass:interclass_table',
+    'deduplicate': 'rcurves.exact.interclass:deduplicate',
+    'InterclassSummary': 'rcurves.exact.interclass:InterclassSummary',
+    'dual_exponent': 'rcurves.exact.linear:dual_exponent',
+    'linear_curve_scale': 'rcurves.exact.linear:linear_curve_scale',
+    'linear_distance': 'rcurves.exact.linear:linear_distance',
+    'linear_logits_fn': 'rcurves.exact.linear:linear_logits_fn',
+    'linear_perturbation': 'rcurves.exact.linear:linear_perturbation',
+    'lp_norm': 'rcurves.exact.linear:lp_norm',
+    'multiclass_logits_fn': 'rcurves.exact.linear:multiclass_logits_fn',
+    'curve_intersections': 'rcurves.curves:curve_intersections',
+    'curve_points': 'rcurves.curves:curve_points',
+    'dkw_band': 'rcurves.curves:dkw_band',
+    'exact_curve_intersections': 'rcurves.curves:exact_curve_intersections',
+    'margin_curve': 'rcurves.curves:margin_curve',
+    'robust_accuracy': 'rcurves.curves:robust_accuracy',
+    'robust_error': 'rcurves.curves:robust_error',
+    'robustness_curve': 'rcurves.curves:robustness_curve',
+    'plot_curve_grid': 'rcurves.plotting:plot_curve_grid',
+    'plot_curves': 'rcurves.plotting:plot_curves',
+    'plot_step_curves': 'rcurves.plotting:plot_step_curves',
+    'step_curve': 'rcurves.plotting:step_curve',
+    'make_mesh': 'rcurves.pipeline.distributed:make_mesh',
+    'on_mesh': 'rcurves.pipeline.distributed:on_mesh',
+    'map_points': 'rcurves.data.streaming:map_points',
+    'ModelConfig': 'rcurves.models.architectures:ModelConfig',
+    'init_params': 'rcurves.models.architectures:init_params',
+    'make_logits_fn': 'rcurves.models.architectures:make_logits_fn',
+    'ModelFn': 'rcurves.models.architectures:ModelFn',
+    'TrainConfig': 'rcurves.models.training:TrainConfig',
+    'train': 'rcurves.models.training:train',
+    'zoo': 'rcurves.models.zoo',
+    'interleaved_order': 'rcurves.data.sampling:interleaved_order',
+    'NN1Distance': 'rcurves.exact.nearest:NN1Distance',
+    'nn1_distance': 'rcurves.exact.nearest:nn1_distance',
+    'nn1_distance_result': 'rcurves.exact.nearest:nn1_distance_result',
+    'nn1_neighbors': 'rcurves.exact.nearest:nn1_neighbors',
+    'nn1_predict': 'rcurves.exact.nearest:nn1_predict',
+    'tie_accuracy': 'rcurves.exact.nearest:tie_accuracy',
+    'genuine_adversarial_accuracy_1d': 'rcurves.exact.genuine:genuine_adversarial_accuracy_1d',
+    'nn1_classifier_1d': 'rcurves.exact.genuine:nn1_classifier_1d',
+    'standard_adversarial_accuracy_1d': 'rcurves.exact.genuine:standard_adversarial_accuracy_1d',
+    'standard_ara_1d': 'rcurves.exact.genuine:standard_ara_1d',
+    'sunset_genuine_accuracy': 'rcurves.exact.genuine:sunset_genuine_accuracy',
+    'sunset_nn1_predict': 'rcurves.exact.genuine:sunset_nn1_predict',
+    'agreement_with_reference': 'rcurves.claims.agreement:agreement_with_reference',
+    'mcnemar_exact': 'rcurves.claims.agreement:mcnemar_exact',
+    'knn_oracle': 'rcurves.exact.invariance:knn_oracle',
+    'linf_invariance_examples': 'rcurves.exact.invariance:linf_invariance_examples',
+    'paired_order_test': 'rcurves.claims.compare:paired_order_test',
+    'significant_reversal': 'rcurves.claims.compare:significant_reversal',
+    'AttackSettings': 'rcurves.pipeline.evaluation:AttackSettings',
+    'Evaluation': 'rcurves.pipeline.evaluation:Evaluation',
+    'evaluate': 'rcurves.pipeline.evaluation:evaluate',
+    'load_data': 'rcurves.data.loader:load_data',
+    'load_model': 'rcurves.models.loader:load',
+    'CheckpointError': 'rcurves.models.checkpoint:CheckpointError',
+    'load_checkpoint': 'rcurves.models.checkpoint:load_checkpoint',
+    'save_checkpoint': 'rcurves.models.checkpoint:save_checkpoint',
+    'DistanceConfig': 'rcurves.pipeline.runner:DistanceConfig',
+    'RunnerError': 'rcurves.pipeline.runner:RunnerError',
+    'make_distance_fn': 'rcurves.pipeline.runner:make_distance_fn',
+    'run_chunked': 'rcurves.pipeline.runner:run_chunked',
+    'SparsityCurve': 'rcurves.sparsity.estimators:SparsityCurve',
+    'SparsityResult': 'rcurves.sparsity.estimators:SparsityResult',
+    'adversarial_accuracy': 'rcurves.sparsity.estimators:adversarial_accuracy',
+    'expected_l2_sparsity': 'rcurves.sparsity.theory:expected_l2_sparsity',
+    'expected_linf_sparsity': 'rcurves.sparsity.theory:expected_linf_sparsity',
+    'fraction_measured': 'rcurves.sparsity.estimators:fraction_measured',
+    'l2_directions': 'rcurves.sparsity.estimators:l2_directions',
+    'l2_sparsity': 'rcurves.sparsity.estimators:l2_sparsity',
+    'l2_sparsity_full': 'rcurves.sparsity.estimators:l2_sparsity_full',
+    'linear_l2_sparsity': 'rcurves.sparsity.linear:linear_l2_sparsity',
+    'linear_linf_sparsity': 'rcurves.sparsity.linear:linear_linf_sparsity',
+    'linf_directions': 'rcurves.sparsity.estimators:linf_directions',
+    'linf_sparsity': 'rcurves.sparsity.estimators:linf_sparsity',
+    'linf_sparsity_bounds': 'rcurves.sparsity.theory:linf_sparsity_bounds',
+    'linf_sparsity_full': 'rcurves.sparsity.estimators:linf_sparsity_full',
+    'residual_sparsity': 'rcurves.sparsity.estimators:residual_sparsity',
+    'sparsity_curve': 'rcurves.sparsity.estimators:sparsity_curve',
+    'sparsity_summary': 'rcurves.sparsity.estimators:sparsity_summary',
+})
 
 __all__ = [
     "AttackSettings",

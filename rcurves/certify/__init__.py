@@ -15,30 +15,36 @@ curves that bracket the true robustness curve.
     r = certify.certified_radius(net, x, y, norm="linf", upper=attack_distances)
     curve_upper, curve_lower = certify.robustness_band(attack_distances, r, eps)
 """
-from rcurves.certify.layers import Conv
-from rcurves.certify.layers import Dense
-from rcurves.certify.layers import Network
-from rcurves.certify.layers import ReLU
-from rcurves.certify.layers import Reshape
-from rcurves.certify.layers import from_model
-from rcurves.certify.layers import mlp
-from rcurves.certify.layers import network
-from rcurves.certify.bounds import METHODS
-from rcurves.certify.radius import certified_radius
-from rcurves.certify.radius import logit_bounds
-from rcurves.certify.radius import margin_bounds
-from rcurves.certify.milp import EXACT_RTOL
-from rcurves.certify.band import BandSummary
-from rcurves.certify.band import ModelBand
-from rcurves.certify.band import band_for_model
-from rcurves.certify.band import band_lines
-from rcurves.certify.band import band_summary
-from rcurves.certify.band import evaluation_bands
-from rcurves.certify.band import save_bands
-from rcurves.certify.band import robustness_band
-from rcurves.certify.milp import ExactResult
-from rcurves.certify.milp import exact_distance
-from rcurves.certify.milp import exact_search
+from attacks._lazy import attach
+
+# public name -> 'module' (a submodule) or 'module:attribute'; imported on first use (PEP 562), so a
+# program loads only the modules it uses (and a claim's code fingerprint covers only those)
+__getattr__, __dir__ = attach(__name__, {
+    'Conv': 'rcurves.certify.layers:Conv',
+    'Dense': 'rcurves.certify.layers:Dense',
+    'Network': 'rcurves.certify.layers:Network',
+    'ReLU': 'rcurves.certify.layers:ReLU',
+    'Reshape': 'rcurves.certify.layers:Reshape',
+    'from_model': 'rcurves.certify.layers:from_model',
+    'mlp': 'rcurves.certify.layers:mlp',
+    'network': 'rcurves.certify.layers:network',
+    'METHODS': 'rcurves.certify.bounds:METHODS',
+    'certified_radius': 'rcurves.certify.radius:certified_radius',
+    'logit_bounds': 'rcurves.certify.radius:logit_bounds',
+    'margin_bounds': 'rcurves.certify.radius:margin_bounds',
+    'EXACT_RTOL': 'rcurves.certify.milp:EXACT_RTOL',
+    'BandSummary': 'rcurves.certify.band:BandSummary',
+    'ModelBand': 'rcurves.certify.band:ModelBand',
+    'band_for_model': 'rcurves.certify.band:band_for_model',
+    'band_lines': 'rcurves.certify.band:band_lines',
+    'band_summary': 'rcurves.certify.band:band_summary',
+    'evaluation_bands': 'rcurves.certify.band:evaluation_bands',
+    'save_bands': 'rcurves.certify.band:save_bands',
+    'robustness_band': 'rcurves.certify.band:robustness_band',
+    'ExactResult': 'rcurves.certify.milp:ExactResult',
+    'exact_distance': 'rcurves.certify.milp:exact_distance',
+    'exact_search': 'rcurves.certify.milp:exact_search',
+})
 
 __all__ = [
     "BandSummary",

@@ -5,30 +5,40 @@
 * :mod:`~rcurves.claims.verdicts` -- the rules that decide a reproduction's verdict;
 * :mod:`~rcurves.claims.record` -- a claim, its code fingerprint, the JSON of a run.
 """
-from rcurves.claims.compare import knot_scan as knot_scan
-from rcurves.claims.compare import mcnemar_scan as mcnemar_scan
-from rcurves.claims.compare import paired_order_test as paired_order_test
-from rcurves.claims.compare import significant_reversal as significant_reversal
-from rcurves.claims.agreement import Agreement as Agreement
-from rcurves.claims.agreement import agreement_with_reference as agreement_with_reference
-from rcurves.claims.agreement import mcnemar_exact as mcnemar_exact
-from rcurves.claims.verdicts import KINDS as KINDS
-from rcurves.claims.verdicts import VERDICTS as VERDICTS
-from rcurves.claims.verdicts import Verdict as Verdict
-from rcurves.claims.verdicts import all_of as all_of
-from rcurves.claims.verdicts import binom_two_sided as binom_two_sided
-from rcurves.claims.verdicts import correlation as correlation
-from rcurves.claims.verdicts import greater as greater
-from rcurves.claims.verdicts import min_discordant as min_discordant
-from rcurves.claims.verdicts import null_effect as null_effect
-from rcurves.claims.verdicts import paired_direction as paired_direction
-from rcurves.claims.verdicts import paired_effect as paired_effect
-from rcurves.claims.verdicts import rate_below as rate_below
-from rcurves.claims.verdicts import rate_matches as rate_matches
-from rcurves.claims.verdicts import share_lower as share_lower
-from rcurves.claims.verdicts import value_matches as value_matches
-from rcurves.claims.verdicts import wilson as wilson
-from rcurves.claims.record import claim as claim
-from rcurves.claims.record import code_fingerprint as code_fingerprint
-from rcurves.claims.record import is_stale as is_stale
-from rcurves.claims.record import write_result as write_result
+from attacks._lazy import attach
+
+# public name -> 'module' (a submodule) or 'module:attribute'; imported on first use (PEP 562), so a
+# program loads only the modules it uses (and a claim's code fingerprint covers only those)
+__getattr__, __dir__ = attach(__name__, {
+    'knot_scan': 'rcurves.claims.compare:knot_scan',
+    'mcnemar_scan': 'rcurves.claims.compare:mcnemar_scan',
+    'paired_order_test': 'rcurves.claims.compare:paired_order_test',
+    'significant_reversal': 'rcurves.claims.compare:significant_reversal',
+    'Agreement': 'rcurves.claims.agreement:Agreement',
+    'agreement_with_reference': 'rcurves.claims.agreement:agreement_with_reference',
+    'mcnemar_exact': 'rcurves.claims.agreement:mcnemar_exact',
+    'KINDS': 'rcurves.claims.verdicts:KINDS',
+    'VERDICTS': 'rcurves.claims.verdicts:VERDICTS',
+    'Verdict': 'rcurves.claims.verdicts:Verdict',
+    'all_of': 'rcurves.claims.verdicts:all_of',
+    'binom_two_sided': 'rcurves.claims.verdicts:binom_two_sided',
+    'correlation': 'rcurves.claims.verdicts:correlation',
+    'greater': 'rcurves.claims.verdicts:greater',
+    'min_discordant': 'rcurves.claims.verdicts:min_discordant',
+    'null_effect': 'rcurves.claims.verdicts:null_effect',
+    'paired_direction': 'rcurves.claims.verdicts:paired_direction',
+    'paired_effect': 'rcurves.claims.verdicts:paired_effect',
+    'rate_below': 'rcurves.claims.verdicts:rate_below',
+    'rate_matches': 'rcurves.claims.verdicts:rate_matches',
+    'share_lower': 'rcurves.claims.verdicts:share_lower',
+    'value_matches': 'rcurves.claims.verdicts:value_matches',
+    'wilson': 'rcurves.claims.verdicts:wilson',
+    'claim': 'rcurves.claims.record:claim',
+    'code_fingerprint': 'rcurves.claims.record:code_fingerprint',
+    'is_stale': 'rcurves.claims.record:is_stale',
+    'changed_files': 'rcurves.claims.record:changed_files',
+    'code_digest': 'rcurves.claims.record:code_digest',
+    'write_result': 'rcurves.claims.record:write_result',
+})
+
+__all__ = sorted(['knot_scan', 'mcnemar_scan', 'paired_order_test', 'significant_reversal', 'Agreement', 'agreement_with_reference', 'mcnemar_exact', 'KINDS', 'VERDICTS', 'Verdict', 'all_of', 'binom_two_sided', 'correlation', 'greater', 'min_discordant', 'null_effect', 'paired_direction', 'paired_effect', 'rate_below', 'rate_matches', 'share_lower', 'value_matches', 'wilson', 'claim', 'code_fingerprint', 'is_stale', 'changed_files', 'code_digest', 'write_result'])

@@ -12,9 +12,10 @@ check) that can fail; ``ours`` states the statistic, its p-value or interval,
 ``n`` and how the points were drawn. ``kind``: ``paper`` for a statement or
 number of the paper, ``self-check`` for a check of our own tools (attack vs
 exact distance, costs), ``beyond`` for a question the paper does not ask.
-:func:`write_result` writes a run's JSON with :func:`code_fingerprint`: the
-sha256 of every module of this checkout the process loaded, so that a report
-can tell a result whose code has changed since (stale) from a current one.
+:func:`write_result` writes a run's JSON with :func:`code_fingerprint`: per
+module of this checkout the process loaded, the digest of its code (its AST
+without docstrings), so that a report can tell a result whose code has changed
+since (stale) from a current one, and name the modules that changed.
 """
 from __future__ import annotations
 
@@ -58,25 +59,82 @@ def fmt(v: float, digits: int = 3) -> str:
     return "inf" if math.isinf(v) else f"{v:.{digits}g}"
 
 
-def code_fingerprint(files: Optional[Sequence[str]] = None, root: str = ROOT) -> Dict[str, Any]:
-    """sha256 over the source of every module of the checkout ``root`` loaded in the process (or ``files``).
+FINGERPRINT_SCHEME = "ast-v1"
 
-    Returns ``{'digest', 'files'}`` (paths relative to ``root``; tests and
-    virtual environments excluded): what the results depend on, so that a
-    report can tell whether they are stale.
+
+def code_digest(source: str) -> str:
+    """sha256 of a module's *code*: its AST with docstrings removed, unparsed.
+
+    Comments, formatting and docstrings do not count (an edit to any of them
+    leaves the digest unchanged); every change to what the code does changes it.
+    The unparsed form is stable within one Python minor version.
     """
-    if files is None:
-        found = set()
-        for mod in list(sys.modules.values()):
-            f = getattr(mod, "__file__", None)
-            if f and f.endswith(".py") and os.path.abspath(f).startswith(root + os.sep):
-                rel = os.path.relpath(os.path.abspath(f), root)
-                if not rel.startswith(("tests" + os.sep, ".venv", "venv")):
-                    found.add(rel)
-        main = getattr(sys.modules.get("__main__"), "__file__", None)
-        if main and os.path.abspath(main).startswith(root + os.sep):
-            found.add(os.path.relpath(os.path.abspath(main), root))
-        files = sorted(found)
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.unparse(tree).encode()).hexdigest()
+
+
+def _file_digest(path: str) -> Optional[str]:
+    """:func:`code_digest` of the file at ``path`` (None if it is gone; text digest if it no longer parses)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return code_digest(raw.decode("utf-8"))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return "text:" + hashlib.sha256(raw).hexdigest()
+
+
+def _is_name_table(rel: str) -> bool:
+    """A package's ``__init__.py``: only a table of lazily imported public names (:mod:`attacks._lazy`).
+
+    Adding a public name computes nothing, so these are left out of fingerprints
+    (``tests/claims/test_record.py`` checks that every such file is only a table).
+    """
+    return os.path.basename(rel) == "__init__.py" and rel.split(os.sep)[0] in ("rcurves", "attacks")
+
+
+def loaded_files(root: str = ROOT) -> List[str]:
+    """The checkout's source files the process has loaded (relative to ``root``; tests, virtual
+    environments and the packages' name tables excluded), plus the ``__main__`` script."""
+    found = set()
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if f and f.endswith(".py") and os.path.abspath(f).startswith(root + os.sep):
+            found.add(os.path.relpath(os.path.abspath(f), root))
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main and os.path.abspath(main).startswith(root + os.sep):
+        found.add(os.path.relpath(os.path.abspath(main), root))
+    return sorted(rel for rel in found
+                  if not rel.startswith(("tests" + os.sep, ".venv", "venv")) and not _is_name_table(rel))
+
+
+def code_fingerprint(files: Optional[Sequence[str]] = None, root: str = ROOT) -> Dict[str, Any]:
+    """The code a result depends on: each module the process loaded (or ``files``) with its :func:`code_digest`.
+
+    Returns ``{'scheme': 'ast-v1', 'files': {path: digest}, 'digest': sha256 over them}``
+    (paths relative to ``root``). With lazy package imports a script loads only
+    the modules it uses, so only an edit to the code of one of those stales
+    its results; docstrings, comments and formatting never do.
+    """
+    rels = loaded_files(root) if files is None else sorted(files)
+    digests = {rel: _file_digest(os.path.join(root, rel)) for rel in rels}
+    h = hashlib.sha256()
+    for rel, d in digests.items():
+        h.update(f"{rel}\0{d}\0".encode())
+    return {"scheme": FINGERPRINT_SCHEME, "files": digests, "digest": h.hexdigest()}
+
+
+def _text_digest(files: Sequence[str], root: str) -> str:
+    """The first scheme's digest: sha256 over the files' full text (results written before ``ast-v1``)."""
     h = hashlib.sha256()
     for rel in sorted(files):
         path = os.path.join(root, rel)
@@ -85,15 +143,26 @@ def code_fingerprint(files: Optional[Sequence[str]] = None, root: str = ROOT) ->
             with open(path, "rb") as f:
                 h.update(f.read())
         h.update(b"\0")
-    return {"digest": h.hexdigest(), "files": sorted(files)}
+    return h.hexdigest()
+
+
+def changed_files(doc: Dict[str, Any], root: str = ROOT) -> List[str]:
+    """The files whose code changed since the result ``doc`` was written (empty: current).
+
+    A result written before fingerprints is ``['(no fingerprint)']``; one of the
+    first, whole-text scheme lists all its files when any of their text changed.
+    """
+    code = doc.get("code")
+    if not code:
+        return ["(no fingerprint)"]
+    if code.get("scheme") != FINGERPRINT_SCHEME:
+        return [] if _text_digest(code["files"], root) == code["digest"] else sorted(code["files"])
+    return [rel for rel, d in sorted(code["files"].items()) if _file_digest(os.path.join(root, rel)) != d]
 
 
 def is_stale(doc: Dict[str, Any], root: str = ROOT) -> bool:
     """True when the code a result was produced by (its recorded fingerprint) has changed since."""
-    code = doc.get("code")
-    if not code:
-        return True                      # written before fingerprints: cannot be shown as current
-    return code_fingerprint(code["files"], root)["digest"] != code["digest"]
+    return bool(changed_files(doc, root))
 
 
 def write_result(name: str, out: str, quick: bool, payload: Dict[str, Any], claims: List[Dict[str, str]],
@@ -115,4 +184,5 @@ def write_result(name: str, out: str, quick: bool, payload: Dict[str, Any], clai
     return path
 
 
-__all__ = ["CLAIM_KEYS", "claim", "code_fingerprint", "fmt", "is_stale", "write_result"]
+__all__ = ["CLAIM_KEYS", "FINGERPRINT_SCHEME", "changed_files", "claim", "code_digest", "code_fingerprint", "fmt",
+           "is_stale", "loaded_files", "write_result"]

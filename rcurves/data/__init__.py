@@ -8,43 +8,51 @@
 * :mod:`~rcurves.data.sampling` -- fair samples: interleaved order, stratified, random, paired;
 * :mod:`~rcurves.data.streaming` -- data larger than memory, chunk by chunk.
 """
-from rcurves.data.builtin import DATASETS as DATASETS
-from rcurves.data.builtin import dataset_fingerprint as dataset_fingerprint
-from rcurves.data.builtin import digits as digits
-from rcurves.data.builtin import load_dataset as load_dataset
-from rcurves.data.builtin import mnist as mnist
-from rcurves.data.builtin import mnist_full as mnist_full
-from rcurves.data.builtin import training_set as training_set
-from rcurves.data.synthetic import Theorem1Construction as Theorem1Construction
-from rcurves.data.synthetic import nakkiran_p2 as nakkiran_p2
-from rcurves.data.synthetic import overly_robust_classifiers as overly_robust_classifiers
-from rcurves.data.synthetic import overly_robust_features as overly_robust_features
-from rcurves.data.synthetic import parabola_distance as parabola_distance
-from rcurves.data.synthetic import parabola_logits_fn as parabola_logits_fn
-from rcurves.data.synthetic import parabola_points as parabola_points
-from rcurves.data.synthetic import sunset as sunset
-from rcurves.data.synthetic import sunset_oracle_logits_fn as sunset_oracle_logits_fn
-from rcurves.data.synthetic import theorem1_construction as theorem1_construction
-from rcurves.data.synthetic import toy_1d as toy_1d
-from rcurves.data.synthetic import toy_1d_classifiers as toy_1d_classifiers
-from rcurves.data.synthetic import toy_linear_classifiers as toy_linear_classifiers
-from rcurves.data.synthetic import tsipras_p1 as tsipras_p1
-from rcurves.data.loader import BUILTIN_DATA as BUILTIN_DATA
-from rcurves.data.loader import Data as Data
-from rcurves.data.loader import as_data as as_data
-from rcurves.data.loader import load_data as load_data
-from rcurves.data.loader import load_subset as load_subset
-from rcurves.data.sampling import class_counts as class_counts
-from rcurves.data.sampling import describe as describe
-from rcurves.data.sampling import interleaved_order as interleaved_order
-from rcurves.data.sampling import paired as paired
-from rcurves.data.sampling import random_subset as random_subset
-from rcurves.data.sampling import stratified as stratified
-from rcurves.data.sampling import stratified_first as stratified_first
-from rcurves.data.readers import FORMATS as FORMATS
-from rcurves.data.readers import load_folder as load_folder
-from rcurves.data.readers import parse_spec as parse_spec
-from rcurves.data.readers import read_cifar_bin as read_cifar_bin
-from rcurves.data.readers import read_idx as read_idx
-from rcurves.data.streaming import iter_chunks as iter_chunks
-from rcurves.data.streaming import map_points as map_points
+from attacks._lazy import attach
+
+# public name -> 'module' (a submodule) or 'module:attribute'; imported on first use (PEP 562), so a
+# program loads only the modules it uses (and a claim's code fingerprint covers only those)
+__getattr__, __dir__ = attach(__name__, {
+    'DATASETS': 'rcurves.data.builtin:DATASETS',
+    'dataset_fingerprint': 'rcurves.data.builtin:dataset_fingerprint',
+    'digits': 'rcurves.data.builtin:digits',
+    'load_dataset': 'rcurves.data.builtin:load_dataset',
+    'mnist': 'rcurves.data.builtin:mnist',
+    'mnist_full': 'rcurves.data.builtin:mnist_full',
+    'training_set': 'rcurves.data.builtin:training_set',
+    'Theorem1Construction': 'rcurves.data.synthetic:Theorem1Construction',
+    'nakkiran_p2': 'rcurves.data.synthetic:nakkiran_p2',
+    'overly_robust_classifiers': 'rcurves.data.synthetic:overly_robust_classifiers',
+    'overly_robust_features': 'rcurves.data.synthetic:overly_robust_features',
+    'parabola_distance': 'rcurves.data.synthetic:parabola_distance',
+    'parabola_logits_fn': 'rcurves.data.synthetic:parabola_logits_fn',
+    'parabola_points': 'rcurves.data.synthetic:parabola_points',
+    'sunset': 'rcurves.data.synthetic:sunset',
+    'sunset_oracle_logits_fn': 'rcurves.data.synthetic:sunset_oracle_logits_fn',
+    'theorem1_construction': 'rcurves.data.synthetic:theorem1_construction',
+    'toy_1d': 'rcurves.data.synthetic:toy_1d',
+    'toy_1d_classifiers': 'rcurves.data.synthetic:toy_1d_classifiers',
+    'toy_linear_classifiers': 'rcurves.data.synthetic:toy_linear_classifiers',
+    'tsipras_p1': 'rcurves.data.synthetic:tsipras_p1',
+    'BUILTIN_DATA': 'rcurves.data.loader:BUILTIN_DATA',
+    'Data': 'rcurves.data.loader:Data',
+    'as_data': 'rcurves.data.loader:as_data',
+    'load_data': 'rcurves.data.loader:load_data',
+    'load_subset': 'rcurves.data.loader:load_subset',
+    'class_counts': 'rcurves.data.sampling:class_counts',
+    'describe': 'rcurves.data.sampling:describe',
+    'interleaved_order': 'rcurves.data.sampling:interleaved_order',
+    'paired': 'rcurves.data.sampling:paired',
+    'random_subset': 'rcurves.data.sampling:random_subset',
+    'stratified': 'rcurves.data.sampling:stratified',
+    'stratified_first': 'rcurves.data.sampling:stratified_first',
+    'FORMATS': 'rcurves.data.readers:FORMATS',
+    'load_folder': 'rcurves.data.readers:load_folder',
+    'parse_spec': 'rcurves.data.readers:parse_spec',
+    'read_cifar_bin': 'rcurves.data.readers:read_cifar_bin',
+    'read_idx': 'rcurves.data.readers:read_idx',
+    'iter_chunks': 'rcurves.data.streaming:iter_chunks',
+    'map_points': 'rcurves.data.streaming:map_points',
+})
+
+__all__ = sorted(['DATASETS', 'dataset_fingerprint', 'digits', 'load_dataset', 'mnist', 'mnist_full', 'training_set', 'Theorem1Construction', 'nakkiran_p2', 'overly_robust_classifiers', 'overly_robust_features', 'parabola_distance', 'parabola_logits_fn', 'parabola_points', 'sunset', 'sunset_oracle_logits_fn', 'theorem1_construction', 'toy_1d', 'toy_1d_classifiers', 'toy_linear_classifiers', 'tsipras_p1', 'BUILTIN_DATA', 'Data', 'as_data', 'load_data', 'load_subset', 'class_counts', 'describe', 'interleaved_order', 'paired', 'random_subset', 'stratified', 'stratified_first', 'FORMATS', 'load_folder', 'parse_spec', 'read_cifar_bin', 'read_idx', 'iter_chunks', 'map_points'])

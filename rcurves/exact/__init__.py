@@ -6,47 +6,55 @@
 * :mod:`~rcurves.exact.interclass` -- distances to the nearest other-class point (000 Table 2);
 * :mod:`~rcurves.exact.invariance` -- invariance adversarial examples (paper 003).
 """
-from rcurves.exact.linear import dual_exponent as dual_exponent
-from rcurves.exact.linear import linear_curve_scale as linear_curve_scale
-from rcurves.exact.linear import linear_distance as linear_distance
-from rcurves.exact.linear import linear_logits_fn as linear_logits_fn
-from rcurves.exact.linear import linear_perturbation as linear_perturbation
-from rcurves.exact.linear import lp_norm as lp_norm
-from rcurves.exact.linear import multiclass_logits_fn as multiclass_logits_fn
-from rcurves.exact.nearest import NN1Distance as NN1Distance
-from rcurves.exact.nearest import Neighbors as Neighbors
-from rcurves.exact.nearest import TieAccuracy as TieAccuracy
-from rcurves.exact.nearest import nn1_distance as nn1_distance
-from rcurves.exact.nearest import nn1_distance_result as nn1_distance_result
-from rcurves.exact.nearest import nn1_neighbors as nn1_neighbors
-from rcurves.exact.nearest import nn1_predict as nn1_predict
-from rcurves.exact.nearest import tie_accuracy as tie_accuracy
-from rcurves.exact.genuine import GenuineDetail as GenuineDetail
-from rcurves.exact.genuine import IntervalData as IntervalData
-from rcurves.exact.genuine import Piecewise1D as Piecewise1D
-from rcurves.exact.genuine import SunsetQuadrature as SunsetQuadrature
-from rcurves.exact.genuine import clean_accuracy_1d as clean_accuracy_1d
-from rcurves.exact.genuine import genuine_adversarial_accuracy_1d as genuine_adversarial_accuracy_1d
-from rcurves.exact.genuine import interval_data as interval_data
-from rcurves.exact.genuine import nn1_classifier_1d as nn1_classifier_1d
-from rcurves.exact.genuine import piecewise as piecewise
-from rcurves.exact.genuine import piecewise_predict as piecewise_predict
-from rcurves.exact.genuine import standard_adversarial_accuracy_1d as standard_adversarial_accuracy_1d
-from rcurves.exact.genuine import standard_ara_1d as standard_ara_1d
-from rcurves.exact.genuine import sunset_genuine_accuracy as sunset_genuine_accuracy
-from rcurves.exact.genuine import sunset_nn1_predict as sunset_nn1_predict
-from rcurves.exact.genuine import sunset_quadrature as sunset_quadrature
-from rcurves.exact.genuine import sunset_set_distances as sunset_set_distances
-from rcurves.exact.genuine import toy_1d_data as toy_1d_data
-from rcurves.exact.genuine import toy_1d_piecewise as toy_1d_piecewise
-from rcurves.exact.interclass import InterclassSummary as InterclassSummary
-from rcurves.exact.interclass import deduplicate as deduplicate
-from rcurves.exact.interclass import interclass_distances as interclass_distances
-from rcurves.exact.interclass import interclass_summary as interclass_summary
-from rcurves.exact.interclass import interclass_table as interclass_table
-from rcurves.exact.invariance import InvarianceExamples as InvarianceExamples
-from rcurves.exact.invariance import OracleVote as OracleVote
-from rcurves.exact.invariance import knn_oracle as knn_oracle
-from rcurves.exact.invariance import linf_invariance_examples as linf_invariance_examples
-from rcurves.exact.invariance import shift_images as shift_images
-from rcurves.exact.invariance import shifts as shifts
+from attacks._lazy import attach
+
+# public name -> 'module' (a submodule) or 'module:attribute'; imported on first use (PEP 562), so a
+# program loads only the modules it uses (and a claim's code fingerprint covers only those)
+__getattr__, __dir__ = attach(__name__, {
+    'dual_exponent': 'rcurves.exact.linear:dual_exponent',
+    'linear_curve_scale': 'rcurves.exact.linear:linear_curve_scale',
+    'linear_distance': 'rcurves.exact.linear:linear_distance',
+    'linear_logits_fn': 'rcurves.exact.linear:linear_logits_fn',
+    'linear_perturbation': 'rcurves.exact.linear:linear_perturbation',
+    'lp_norm': 'rcurves.exact.linear:lp_norm',
+    'multiclass_logits_fn': 'rcurves.exact.linear:multiclass_logits_fn',
+    'NN1Distance': 'rcurves.exact.nearest:NN1Distance',
+    'Neighbors': 'rcurves.exact.nearest:Neighbors',
+    'TieAccuracy': 'rcurves.exact.nearest:TieAccuracy',
+    'nn1_distance': 'rcurves.exact.nearest:nn1_distance',
+    'nn1_distance_result': 'rcurves.exact.nearest:nn1_distance_result',
+    'nn1_neighbors': 'rcurves.exact.nearest:nn1_neighbors',
+    'nn1_predict': 'rcurves.exact.nearest:nn1_predict',
+    'tie_accuracy': 'rcurves.exact.nearest:tie_accuracy',
+    'GenuineDetail': 'rcurves.exact.genuine:GenuineDetail',
+    'IntervalData': 'rcurves.exact.genuine:IntervalData',
+    'Piecewise1D': 'rcurves.exact.genuine:Piecewise1D',
+    'SunsetQuadrature': 'rcurves.exact.genuine:SunsetQuadrature',
+    'clean_accuracy_1d': 'rcurves.exact.genuine:clean_accuracy_1d',
+    'genuine_adversarial_accuracy_1d': 'rcurves.exact.genuine:genuine_adversarial_accuracy_1d',
+    'interval_data': 'rcurves.exact.genuine:interval_data',
+    'nn1_classifier_1d': 'rcurves.exact.genuine:nn1_classifier_1d',
+    'piecewise': 'rcurves.exact.genuine:piecewise',
+    'piecewise_predict': 'rcurves.exact.genuine:piecewise_predict',
+    'standard_adversarial_accuracy_1d': 'rcurves.exact.genuine:standard_adversarial_accuracy_1d',
+    'standard_ara_1d': 'rcurves.exact.genuine:standard_ara_1d',
+    'sunset_genuine_accuracy': 'rcurves.exact.genuine:sunset_genuine_accuracy',
+    'sunset_nn1_predict': 'rcurves.exact.genuine:sunset_nn1_predict',
+    'sunset_quadrature': 'rcurves.exact.genuine:sunset_quadrature',
+    'sunset_set_distances': 'rcurves.exact.genuine:sunset_set_distances',
+    'toy_1d_data': 'rcurves.exact.genuine:toy_1d_data',
+    'toy_1d_piecewise': 'rcurves.exact.genuine:toy_1d_piecewise',
+    'InterclassSummary': 'rcurves.exact.interclass:InterclassSummary',
+    'deduplicate': 'rcurves.exact.interclass:deduplicate',
+    'interclass_distances': 'rcurves.exact.interclass:interclass_distances',
+    'interclass_summary': 'rcurves.exact.interclass:interclass_summary',
+    'interclass_table': 'rcurves.exact.interclass:interclass_table',
+    'InvarianceExamples': 'rcurves.exact.invariance:InvarianceExamples',
+    'OracleVote': 'rcurves.exact.invariance:OracleVote',
+    'knn_oracle': 'rcurves.exact.invariance:knn_oracle',
+    'linf_invariance_examples': 'rcurves.exact.invariance:linf_invariance_examples',
+    'shift_images': 'rcurves.exact.invariance:shift_images',
+    'shifts': 'rcurves.exact.invariance:shifts',
+})
+
+__all__ = sorted(['dual_exponent', 'linear_curve_scale', 'linear_distance', 'linear_logits_fn', 'linear_perturbation', 'lp_norm', 'multiclass_logits_fn', 'NN1Distance', 'Neighbors', 'TieAccuracy', 'nn1_distance', 'nn1_distance_result', 'nn1_neighbors', 'nn1_predict', 'tie_accuracy', 'GenuineDetail', 'IntervalData', 'Piecewise1D', 'SunsetQuadrature', 'clean_accuracy_1d', 'genuine_adversarial_accuracy_1d', 'interval_data', 'nn1_classifier_1d', 'piecewise', 'piecewise_predict', 'standard_adversarial_accuracy_1d', 'standard_ara_1d', 'sunset_genuine_accuracy', 'sunset_nn1_predict', 'sunset_quadrature', 'sunset_set_distances', 'toy_1d_data', 'toy_1d_piecewise', 'InterclassSummary', 'deduplicate', 'interclass_distances', 'interclass_summary', 'interclass_table', 'InvarianceExamples', 'OracleVote', 'knn_oracle', 'linf_invariance_examples', 'shift_images', 'shifts'])

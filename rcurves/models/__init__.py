@@ -5,45 +5,53 @@ The life of a model in one place: :mod:`~rcurves.models.architectures` (what it 
 stored), :mod:`~rcurves.models.zoo` (the named, cached models) and :mod:`~rcurves.models.loader`
 (:func:`load`: any model spec -> :class:`LoadedModel`, what every pipeline takes).
 """
-from rcurves.models.architectures import ARCHS as ARCHS
-from rcurves.models.architectures import CNN as CNN
-from rcurves.models.architectures import Conv2d as Conv2d
-from rcurves.models.architectures import FrozenBatchNorm as FrozenBatchNorm
-from rcurves.models.architectures import Linear as Linear
-from rcurves.models.architectures import MLP as MLP
-from rcurves.models.architectures import ModelConfig as ModelConfig
-from rcurves.models.architectures import ModelFn as ModelFn
-from rcurves.models.architectures import ResNet as ResNet
-from rcurves.models.architectures import accuracy as accuracy
-from rcurves.models.architectures import apply_fn as apply_fn
-from rcurves.models.architectures import build_model as build_model
-from rcurves.models.architectures import check_params as check_params
-from rcurves.models.architectures import conv2d_patches as conv2d_patches
-from rcurves.models.architectures import init_params as init_params
-from rcurves.models.architectures import make_logits_fn as make_logits_fn
-from rcurves.models.architectures import param_shapes as param_shapes
-from rcurves.models.architectures import restore as restore
-from rcurves.models.training import METHODS as METHODS
-from rcurves.models.training import TrainConfig as TrainConfig
-from rcurves.models.training import TrainResult as TrainResult
-from rcurves.models.training import TrainState as TrainState
-from rcurves.models.training import eps_schedule as eps_schedule
-from rcurves.models.training import augment as augment
-from rcurves.models.training import augment_batch as augment_batch
-from rcurves.models.training import mix_batch as mix_batch
-from rcurves.models.training import init_state as init_state
-from rcurves.models.training import learning_rate as learning_rate
-from rcurves.models.training import make_optimizer as make_optimizer
-from rcurves.models.training import make_train_step as make_train_step
-from rcurves.models.training import raw_key as raw_key
-from rcurves.models.training import train as train
-from rcurves.models.checkpoint import Checkpoint as Checkpoint
-from rcurves.models.checkpoint import CheckpointError as CheckpointError
-from rcurves.models.checkpoint import load_checkpoint as load_checkpoint
-from rcurves.models.checkpoint import logits_fn_from_checkpoint as logits_fn_from_checkpoint
-from rcurves.models.checkpoint import save_checkpoint as save_checkpoint
-from rcurves.models.loader import LoadedModel as LoadedModel
-from rcurves.models.loader import check_model_on_data as check_model_on_data
-from rcurves.models.loader import clean_accuracy as clean_accuracy
-from rcurves.models.loader import from_zoo as from_zoo
-from rcurves.models.loader import load as load
+from attacks._lazy import attach
+
+# public name -> 'module' (a submodule) or 'module:attribute'; imported on first use (PEP 562), so a
+# program loads only the modules it uses (and a claim's code fingerprint covers only those)
+__getattr__, __dir__ = attach(__name__, {
+    'ARCHS': 'rcurves.models.architectures:ARCHS',
+    'CNN': 'rcurves.models.architectures:CNN',
+    'Conv2d': 'rcurves.models.architectures:Conv2d',
+    'FrozenBatchNorm': 'rcurves.models.architectures:FrozenBatchNorm',
+    'Linear': 'rcurves.models.architectures:Linear',
+    'MLP': 'rcurves.models.architectures:MLP',
+    'ModelConfig': 'rcurves.models.architectures:ModelConfig',
+    'ModelFn': 'rcurves.models.architectures:ModelFn',
+    'ResNet': 'rcurves.models.architectures:ResNet',
+    'accuracy': 'rcurves.models.architectures:accuracy',
+    'apply_fn': 'rcurves.models.architectures:apply_fn',
+    'build_model': 'rcurves.models.architectures:build_model',
+    'check_params': 'rcurves.models.architectures:check_params',
+    'conv2d_patches': 'rcurves.models.architectures:conv2d_patches',
+    'init_params': 'rcurves.models.architectures:init_params',
+    'make_logits_fn': 'rcurves.models.architectures:make_logits_fn',
+    'param_shapes': 'rcurves.models.architectures:param_shapes',
+    'restore': 'rcurves.models.architectures:restore',
+    'METHODS': 'rcurves.models.training:METHODS',
+    'TrainConfig': 'rcurves.models.training:TrainConfig',
+    'TrainResult': 'rcurves.models.training:TrainResult',
+    'TrainState': 'rcurves.models.training:TrainState',
+    'eps_schedule': 'rcurves.models.training:eps_schedule',
+    'augment': 'rcurves.models.training:augment',
+    'augment_batch': 'rcurves.models.training:augment_batch',
+    'mix_batch': 'rcurves.models.training:mix_batch',
+    'init_state': 'rcurves.models.training:init_state',
+    'learning_rate': 'rcurves.models.training:learning_rate',
+    'make_optimizer': 'rcurves.models.training:make_optimizer',
+    'make_train_step': 'rcurves.models.training:make_train_step',
+    'raw_key': 'rcurves.models.training:raw_key',
+    'train': 'rcurves.models.training:train',
+    'Checkpoint': 'rcurves.models.checkpoint:Checkpoint',
+    'CheckpointError': 'rcurves.models.checkpoint:CheckpointError',
+    'load_checkpoint': 'rcurves.models.checkpoint:load_checkpoint',
+    'logits_fn_from_checkpoint': 'rcurves.models.checkpoint:logits_fn_from_checkpoint',
+    'save_checkpoint': 'rcurves.models.checkpoint:save_checkpoint',
+    'LoadedModel': 'rcurves.models.loader:LoadedModel',
+    'check_model_on_data': 'rcurves.models.loader:check_model_on_data',
+    'clean_accuracy': 'rcurves.models.loader:clean_accuracy',
+    'from_zoo': 'rcurves.models.loader:from_zoo',
+    'load': 'rcurves.models.loader:load',
+})
+
+__all__ = sorted(['ARCHS', 'CNN', 'Conv2d', 'FrozenBatchNorm', 'Linear', 'MLP', 'ModelConfig', 'ModelFn', 'ResNet', 'accuracy', 'apply_fn', 'build_model', 'check_params', 'conv2d_patches', 'init_params', 'make_logits_fn', 'param_shapes', 'restore', 'METHODS', 'TrainConfig', 'TrainResult', 'TrainState', 'eps_schedule', 'augment', 'augment_batch', 'mix_batch', 'init_state', 'learning_rate', 'make_optimizer', 'make_train_step', 'raw_key', 'train', 'Checkpoint', 'CheckpointError', 'load_checkpoint', 'logits_fn_from_checkpoint', 'save_checkpoint', 'LoadedModel', 'check_model_on_data', 'clean_accuracy', 'from_zoo', 'load'])

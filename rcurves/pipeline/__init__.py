@@ -8,36 +8,44 @@
 * :mod:`~rcurves.pipeline.distributed` -- the points axis sharded over devices;
 * :mod:`~rcurves.pipeline.report` -- tables, flips and files of an evaluation.
 """
-from rcurves.pipeline.evaluation import AttackSettings as AttackSettings
-from rcurves.pipeline.evaluation import Evaluation as Evaluation
-from rcurves.pipeline.evaluation import compute_distances as compute_distances
-from rcurves.pipeline.evaluation import evaluate as evaluate
-from rcurves.pipeline.runner import DistanceConfig as DistanceConfig
-from rcurves.pipeline.runner import RunnerError as RunnerError
-from rcurves.pipeline.runner import chunk_path as chunk_path
-from rcurves.pipeline.runner import load_result as load_result
-from rcurves.pipeline.runner import make_distance_fn as make_distance_fn
-from rcurves.pipeline.runner import point_keys as point_keys
-from rcurves.pipeline.runner import run_chunked as run_chunked
-from rcurves.pipeline.distributed import AXIS as AXIS
-from rcurves.pipeline.distributed import make_mesh as make_mesh
-from rcurves.pipeline.distributed import on_mesh as on_mesh
-from rcurves.pipeline.distributed import per_shard as per_shard
-from rcurves.pipeline.distributed import resolve_mesh as resolve_mesh
-from rcurves.pipeline.distributed import shard_points as shard_points
-from rcurves.pipeline.distributed import to_host as to_host
-from rcurves.pipeline.report import DEFAULT_THRESHOLDS as DEFAULT_THRESHOLDS
-from rcurves.pipeline.report import build_report as build_report
-from rcurves.pipeline.report import ranking_flips as ranking_flips
-from rcurves.pipeline.report import ranks as ranks
-from rcurves.pipeline.report import write_curves_csv as write_curves_csv
-from rcurves.pipeline.report import write_distances_csv as write_distances_csv
-from rcurves.pipeline.report import write_report as write_report
-from rcurves.pipeline.sweep import Sweep as Sweep
-from rcurves.pipeline.sweep import checkpoint_epochs as checkpoint_epochs
-from rcurves.pipeline.sweep import checkpoint_sweep as checkpoint_sweep
-from rcurves.pipeline.sweep import evaluate_checkpoints as evaluate_checkpoints
-from rcurves.pipeline.demo import DemoSettings as DemoSettings
-from rcurves.pipeline.demo import run_demo as run_demo
-from rcurves.pipeline.measures import interclass_run as interclass_run
-from rcurves.pipeline.measures import sparsity_run as sparsity_run
+from attacks._lazy import attach
+
+# public name -> 'module' (a submodule) or 'module:attribute'; imported on first use (PEP 562), so a
+# program loads only the modules it uses (and a claim's code fingerprint covers only those)
+__getattr__, __dir__ = attach(__name__, {
+    'AttackSettings': 'rcurves.pipeline.evaluation:AttackSettings',
+    'Evaluation': 'rcurves.pipeline.evaluation:Evaluation',
+    'compute_distances': 'rcurves.pipeline.evaluation:compute_distances',
+    'evaluate': 'rcurves.pipeline.evaluation:evaluate',
+    'DistanceConfig': 'rcurves.pipeline.runner:DistanceConfig',
+    'RunnerError': 'rcurves.pipeline.runner:RunnerError',
+    'chunk_path': 'rcurves.pipeline.runner:chunk_path',
+    'load_result': 'rcurves.pipeline.runner:load_result',
+    'make_distance_fn': 'rcurves.pipeline.runner:make_distance_fn',
+    'point_keys': 'rcurves.pipeline.runner:point_keys',
+    'run_chunked': 'rcurves.pipeline.runner:run_chunked',
+    'AXIS': 'rcurves.pipeline.distributed:AXIS',
+    'make_mesh': 'rcurves.pipeline.distributed:make_mesh',
+    'on_mesh': 'rcurves.pipeline.distributed:on_mesh',
+    'per_shard': 'rcurves.pipeline.distributed:per_shard',
+    'resolve_mesh': 'rcurves.pipeline.distributed:resolve_mesh',
+    'shard_points': 'rcurves.pipeline.distributed:shard_points',
+    'to_host': 'rcurves.pipeline.distributed:to_host',
+    'DEFAULT_THRESHOLDS': 'rcurves.pipeline.report:DEFAULT_THRESHOLDS',
+    'build_report': 'rcurves.pipeline.report:build_report',
+    'ranking_flips': 'rcurves.pipeline.report:ranking_flips',
+    'ranks': 'rcurves.pipeline.report:ranks',
+    'write_curves_csv': 'rcurves.pipeline.report:write_curves_csv',
+    'write_distances_csv': 'rcurves.pipeline.report:write_distances_csv',
+    'write_report': 'rcurves.pipeline.report:write_report',
+    'Sweep': 'rcurves.pipeline.sweep:Sweep',
+    'checkpoint_epochs': 'rcurves.pipeline.sweep:checkpoint_epochs',
+    'checkpoint_sweep': 'rcurves.pipeline.sweep:checkpoint_sweep',
+    'evaluate_checkpoints': 'rcurves.pipeline.sweep:evaluate_checkpoints',
+    'DemoSettings': 'rcurves.pipeline.demo:DemoSettings',
+    'run_demo': 'rcurves.pipeline.demo:run_demo',
+    'interclass_run': 'rcurves.pipeline.measures:interclass_run',
+    'sparsity_run': 'rcurves.pipeline.measures:sparsity_run',
+})
+
+__all__ = sorted(['AttackSettings', 'Evaluation', 'compute_distances', 'evaluate', 'DistanceConfig', 'RunnerError', 'chunk_path', 'load_result', 'make_distance_fn', 'point_keys', 'run_chunked', 'AXIS', 'make_mesh', 'on_mesh', 'per_shard', 'resolve_mesh', 'shard_points', 'to_host', 'DEFAULT_THRESHOLDS', 'build_report', 'ranking_flips', 'ranks', 'write_curves_csv', 'write_distances_csv', 'write_report', 'Sweep', 'checkpoint_epochs', 'checkpoint_sweep', 'evaluate_checkpoints', 'DemoSettings', 'run_demo', 'interclass_run', 'sparsity_run'])

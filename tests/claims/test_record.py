@@ -47,3 +47,88 @@ def test_write_result_refuses_malformed_claims_and_writes_strict_json(tmp_path):
     doc = json.loads(open(path).read(), parse_constant=lambda t: (_ for _ in ()).throw(ValueError(t)))
     assert doc["claims"] == [good] and doc["quick"] is True and doc["d"] == [1.0, None]
     assert "rcurves/claims/record.py" in doc["code"]["files"]
+
+
+def test_docstrings_comments_and_formatting_do_not_count_code_does(tmp_path):
+    import shutil
+
+    from rcurves.claims.record import ROOT, changed_files
+
+    shutil.copytree(ROOT + "/attacks", tmp_path / "attacks", ignore=shutil.ignore_patterns("__pycache__"))
+    doc = {"code": code_fingerprint(["attacks/minimal.py", "attacks/pgd.py"], root=str(tmp_path))}
+    path = tmp_path / "attacks" / "minimal.py"
+    src = path.read_text()
+    assert '"""' in src
+    first = src.index('"""') + 3
+    # a docstring edit (module and function docstrings), a comment and re-formatting: nothing is stale
+    edited = src[:first] + "An edited module docstring. " + src[first:]
+    edited = edited.replace("def minimal_distance(", "# a new comment\ndef minimal_distance(", 1)
+    edited = edited.replace("\n\n\n", "\n\n\n\n", 3)
+    path.write_text(edited)
+    assert not is_stale(doc, root=str(tmp_path))
+    # a change to the code: stale, and the report can name the module
+    path.write_text(edited + "\n_EXTRA = 1\n")
+    assert changed_files(doc, root=str(tmp_path)) == ["attacks/minimal.py"]
+
+
+def test_a_code_edit_stales_only_the_results_that_loaded_the_module(tmp_path):
+    """Two scripts in fresh processes: one uses only Lemma 1, one the minimal-distance attack; their
+    fingerprints cover what each loaded, so an edit to attacks/minimal.py stales the second only."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from rcurves.claims.record import ROOT, changed_files
+
+    for d in ("attacks", "rcurves"):
+        shutil.copytree(f"{ROOT}/{d}", tmp_path / d, ignore=shutil.ignore_patterns("__pycache__"))
+    script = ("import sys, json, numpy as np\n"
+              "sys.path.insert(0, sys.argv[1])\n"
+              "import rcurves, attacks\n"
+              "from rcurves.claims.record import code_fingerprint\n"
+              "{body}\n"
+              "print(json.dumps(code_fingerprint(root=sys.argv[1])))\n")
+    theory = "rcurves.linear_distance(np.ones(3), 0.0, np.ones((2, 3)), 2)"
+    attack = "attacks.minimal_distance"
+    docs = {}
+    for name, body in (("theory", theory), ("attack", attack)):
+        out = subprocess.run([sys.executable, "-c", script.format(body=body), str(tmp_path)], capture_output=True,
+                             text=True, check=True, env={"JAX_PLATFORMS": "cpu", "PATH": ""}).stdout
+        docs[name] = {"code": json.loads(out.strip().splitlines()[-1])}
+    files = {k: set(v["code"]["files"]) for k, v in docs.items()}
+    assert "rcurves/exact/linear.py" in files["theory"] and "attacks/minimal.py" in files["attack"]
+    assert "attacks/minimal.py" not in files["theory"] and "rcurves/models/zoo.py" not in files["theory"]
+    assert not any(f.endswith("__init__.py") for f in files["theory"] | files["attack"])   # name tables
+    path = tmp_path / "attacks" / "minimal.py"
+    path.write_text(path.read_text() + "\n_EXTRA = 1\n")
+    assert changed_files(docs["attack"], root=str(tmp_path)) == ["attacks/minimal.py"]
+    assert not is_stale(docs["theory"], root=str(tmp_path))
+
+
+def test_package_inits_are_only_tables_of_lazy_names():
+    """The fingerprint leaves the packages' __init__.py out: true only while each is nothing but a name table."""
+    import ast
+    import glob
+
+    from rcurves.claims.record import ROOT
+
+    inits = glob.glob(f"{ROOT}/rcurves/**/__init__.py", recursive=True) + [f"{ROOT}/attacks/__init__.py"]
+    assert len(inits) >= 9
+    for path in inits:
+        body = ast.parse(open(path).read()).body
+        kinds = []
+        for node in body:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                kinds.append("doc")
+            elif isinstance(node, ast.ImportFrom) and node.module == "attacks._lazy":
+                kinds.append("import")
+            elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) in ("(__getattr__, __dir__)",
+                                                                                    "__getattr__, __dir__"):
+                assert isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "attach", path
+                kinds.append("table")
+            elif isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
+                kinds.append("all")
+            else:
+                raise AssertionError(f"{path}: {ast.unparse(node)[:60]} is more than a name table")
+        assert kinds == ["doc", "import", "table", "all"], (path, kinds)

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from _experiments import load as _load
+from tests._experiments import load as _load
 
 from rcurves.claims.record import code_fingerprint
 
@@ -364,7 +364,7 @@ def test_run_all_discovers_scripts_and_builds_the_claims_table(tmp_path):
     assert "| paper |" in row and "stale" not in row
     assert "## 000" in text and "Paper claims: 1 differs" in text
     # a result whose code has changed since is marked stale and not counted
-    code["digest"] = "0" * 64
+    code["files"]["experiments/000_global_comparison/fig6_linear_crossing.py"] = "0" * 64
     (out / "fig6_linear_crossing" / "fig6_linear_crossing.json").write_text(
         json.dumps({"claims": [claim], "seconds": 3.0, "quick": False, "code": code}))
     text = mod.readme(str(out), False, {}, claims_dir=str(kept))
