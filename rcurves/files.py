@@ -27,6 +27,15 @@ _TEMP_PREFIX = ".tmp-"
 _TEMP_NAME = re.compile(r"^" + re.escape(_TEMP_PREFIX) + r"[a-z0-9_]{8}-(?P<target>.+)$")
 
 
+def cache_dir() -> str:
+    """The toolkit's cache folder: ``$RCURVES_CACHE`` or ``~/.cache/rcurves``.
+
+    Its one home, below both the data sets (``<cache>/data``) and the models
+    (``<cache>/models``), so neither imports the other for it.
+    """
+    return os.environ.get("RCURVES_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rcurves")
+
+
 def atomic_temp_target(name: str) -> Optional[str]:
     """The file name an :func:`atomic_write_bytes` temp file named ``name`` was for, else None.
 

