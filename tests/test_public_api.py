@@ -44,5 +44,5 @@ def test_import_rcurves_loads_no_module_until_a_name_is_used():
             "mods = sorted(m for m in sys.modules if m.startswith(('rcurves.', 'attacks')))\n"
             "assert mods == ['attacks._lazy'] or mods == ['attacks', 'attacks._lazy'], mods\n"
             "rcurves.robustness_curve\n"
-            "assert 'rcurves.curves' in sys.modules and 'rcurves.models.zoo' not in sys.modules\n"
+            "assert 'rcurves.curves' in sys.modules and 'rcurves.models.zoo' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, env={"JAX_PLATFORMS": "cpu", "PATH": ""})
