@@ -306,7 +306,7 @@ def cmd_train(args) -> int:
     from rcurves.data.readers import parse_spec
     from rcurves.models.architectures import ModelConfig
     from rcurves.models.checkpoint import train_checkpoint
-    from rcurves.models.training import TrainConfig
+    from rcurves.models.training import TrainConfig, check_method_arch
 
     if args.data in BUILTIN_DATA or parse_spec(args.data) is not None:
         data = load_data(args.data, "train", n=args.n_train, seed=args.seed)
@@ -319,11 +319,13 @@ def cmd_train(args) -> int:
         model_cfg = ModelConfig(arch=args.arch, input_shape=data.x.shape[1:], n_classes=max(n_classes, 2),
                                 hidden=tuple(args.hidden), depth=args.depth, width=args.width)
         train_cfg = TrainConfig(
-            method=args.method, norm=args.attack_norm, eps=args.eps if args.method == "at" else 0.0,
+            method=args.method, norm=args.attack_norm, eps=args.eps if args.method != "st" else 0.0,
             epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, attack_steps=args.attack_steps,
             warmup_epochs=args.warmup_epochs, bounds=_parse_bounds(args.bounds), seed=args.seed,
-            lr_schedule=args.lr_schedule, augment=args.augment,
+            lr_schedule=args.lr_schedule, augment=args.augment, trades_beta=args.trades_beta,
+            kappa_final=args.kappa_final,
         )
+        check_method_arch(model_cfg, train_cfg)
     except ValueError as e:
         raise UserError(str(e)) from None
     _setup_jax(args.cache or _default_cache())
@@ -530,8 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_curves)
 
     p = sub.add_parser("train", help="train a model and save a checkpoint",
-                       description="Standard (st) or PGD adversarial (at) training with Adam; the checkpoint "
-                                   "is a folder with params.msgpack and meta.json.")
+                       description="Standard (st), PGD adversarial (at), TRADES (trades) or certified "
+                                   "(ibp, crown-ibp) training with Adam; the checkpoint is a folder with "
+                                   "params.msgpack and meta.json.")
     p.add_argument("--data", required=True, help="mnist, mnist-full, digits (train split) or a .npz with x and y")
     p.add_argument("--out", required=True, help="checkpoint folder to write")
     p.add_argument("--arch", default="cnn", choices=("cnn", "mlp", "linear", "resnet"),
@@ -539,14 +542,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", type=int, nargs="+", default=[256, 256], help="MLP hidden widths (default 256 256)")
     p.add_argument("--depth", type=int, default=20, help="ResNet depth, 6 n + 2 (default 20)")
     p.add_argument("--width", type=int, default=16, help="ResNet first-stage filters (default 16)")
-    p.add_argument("--method", default="st", choices=("st", "at"), help="st or at (default st)")
-    p.add_argument("--attack-norm", default="linf", choices=("linf", "l2"), help="AT threat model (default linf)")
-    p.add_argument("--eps", type=float, default=0.1, help="AT radius (default 0.1)")
+    p.add_argument("--method", default="st", choices=("st", "at", "trades", "ibp", "crown-ibp"),
+                   help="st, at, trades, ibp or crown-ibp (default st; crown-ibp needs --warmup-epochs > 0)")
+    p.add_argument("--attack-norm", default="linf", choices=("linf", "l2"),
+                   help="threat model of at, trades, ibp, crown-ibp (default linf)")
+    p.add_argument("--eps", type=float, default=0.1, help="training radius of the robust methods (default 0.1)")
+    p.add_argument("--trades-beta", type=float, default=6.0, help="TRADES's weight of the KL term (default 6)")
+    p.add_argument("--kappa-final", type=float, default=0.5,
+                   help="ibp / crown-ibp: weight of the clean loss after the warm-up (default 0.5)")
     p.add_argument("--epochs", type=int, default=10, help="epochs (default 10)")
     p.add_argument("--batch-size", type=int, default=128, help="batch size (default 128)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
-    p.add_argument("--attack-steps", type=int, default=10, help="PGD steps of AT (default 10)")
-    p.add_argument("--warmup-epochs", type=float, default=0.0, help="linear eps warm-up in epochs (default 0)")
+    p.add_argument("--attack-steps", type=int, default=10, help="PGD steps of at and trades (default 10)")
+    p.add_argument("--warmup-epochs", type=float, default=0.0,
+                   help="linear eps warm-up in epochs (default 0); also the kappa and CROWN-IBP ramps")
     p.add_argument("--n-train", type=int, default=None, help="random subset of training points")
     p.add_argument("--classes", type=int, default=None, help="number of classes (default max label + 1)")
     p.add_argument("--bounds", default="0,1", help="input box LO,HI or none (default 0,1)")

@@ -26,6 +26,10 @@ None). With ``h_k = B_k(a_{k-1})``, ``a_k = relu(h_k)``, ``a_0 = x'`` (see
   back-substitution (starting from the block's dense matrix, for all units
   and their negatives at once) and are intersected with IBP's.
 * CROWN-IBP (Zhang et al. 2020): IBP for the hidden layers, CROWN for the spec.
+* Certified training (``rcurves.models.training``, 'ibp' and 'crown-ibp')
+  calls these same functions through :func:`training_margins`: every bound
+  here is traceable and differentiable in the network's arrays (build the
+  network with ``layers.from_model`` from traced parameters).
 * alpha-CROWN (Xu et al. 2021): the lower slopes ``alpha in [0, 1]`` (one per
   hidden unit and per row of each back-substitution: every hidden layer's
   bounds and every spec row have their own) are optimised with Adam (optax)
@@ -316,13 +320,74 @@ def bounds_and_spec(prep: Prepared, x: jax.Array, eps, C: jax.Array, cfg: BoundC
     bounds, relaxes = hidden_bounds(prep, x, eps, cfg)
     lam, b = _spec_start(prep, C)
     if cfg.method == "ibp" and n_hidden:
-        l, u = bounds[-1]
-        la, ua = jnp.maximum(l, 0.0).reshape(-1), jnp.maximum(u, 0.0).reshape(-1)
-        lf = _rows(lam)
-        lb = jnp.sum(jnp.maximum(lf, 0.0) * la + jnp.minimum(lf, 0.0) * ua, axis=1) + b
+        lb = _ibp_spec(bounds, lam, b)
         return bounds, SpecBound(lb, lb, jnp.full_like(lb, jnp.inf))
     lam, b = backsub(prep, relaxes, lam, b, len(relaxes))
     return bounds, SpecBound(*concretize(lam, b, x, eps, cfg))
+
+
+def _ibp_spec(bounds, lam: jax.Array, b: jax.Array) -> jax.Array:
+    """IBP's last step with the spec merged into the last block (Gowal et al. 2018's
+    elision of the last layer): ``lam (R, *shape of a_{L-1})`` times the interval
+    ``[relu(l), relu(u)]`` of the last hidden layer, plus ``b (R,)``; ``(R,)``."""
+    l, u = bounds[-1]
+    la, ua = jnp.maximum(l, 0.0).reshape(-1), jnp.maximum(u, 0.0).reshape(-1)
+    lf = _rows(lam)
+    return jnp.sum(jnp.maximum(lf, 0.0) * la + jnp.minimum(lf, 0.0) * ua, axis=1) + b
+
+
+def training_margins(net: Network, x: jax.Array, y: jax.Array, eps, beta, *, norm: str,
+                     domain: Optional[Tuple[float, float]], crown: bool) -> jax.Array:
+    """Lower bounds ``(n, K)`` of the margins ``z_y - z_j`` over each point's ball,
+    for certified training (``rcurves.models.training``, methods 'ibp' and 'crown-ibp').
+
+    Args:
+      net: the network; its arrays may be traced (``from_model`` of traced
+        parameters): the result is differentiable in them.
+      x: ``(n, *net.input_shape)`` centres; y: ``(n,)`` int labels.
+      eps: ``()`` radius in ``norm`` units (traced; 0 gives the clean margins).
+      beta: ``()`` weight of CROWN-IBP (traced; ignored when ``crown`` is False).
+      norm: 'linf', 'l2' or 'l1'; domain: the input box or None.
+      crown: False: IBP's bound ``m_IBP`` (Gowal et al. 2018: intervals through
+        the hidden layers, eq. 6, the margin spec merged into the last
+        layer). True: ``beta * m_CROWN-IBP + (1 - beta) * m_IBP`` (Zhang et
+        al. 2020), where ``m_CROWN-IBP`` back-substitutes the spec through
+        CROWN's relaxations of IBP's hidden bounds (:func:`spec_bound` with
+        method 'crown-ibp'). Both bounds share one IBP pass; a convex
+        combination of two sound lower bounds is sound. When ``beta == 0``
+        the back-substitution is skipped (``lax.cond`` on the batch).
+
+    Column ``y`` is 0 (the zero row of :func:`margin_spec`). These are the
+    functions :func:`bounds_and_spec` computes for 'ibp' and 'crown-ibp' (the
+    verifiers' numbers), batched over points.
+    """
+    cfg = BoundConfig(norm=norm, method="crown-ibp", domain=domain)
+    prep = prepare(net, cfg)
+    k = net.n_classes
+
+    def start(xi, yi):
+        bounds, relaxes = hidden_bounds(prep, xi, eps, cfg)
+        lam, b = _spec_start(prep, margin_spec(yi, k))
+        return bounds, relaxes, lam, b
+
+    def ibp_one(xi, yi):
+        bounds, _, lam, b = start(xi, yi)
+        if not bounds:                      # no hidden layer: the exact bound of an affine map
+            return concretize(lam, b, xi, eps, cfg)[0]
+        return _ibp_spec(bounds, lam, b)
+
+    def mixed_one(xi, yi):
+        bounds, relaxes, lam, b = start(xi, yi)
+        lam_c, b_c = backsub(prep, relaxes, lam, b, len(relaxes))
+        crown_lb = concretize(lam_c, b_c, xi, eps, cfg)[0]
+        if not bounds:
+            return crown_lb
+        return beta * crown_lb + (1.0 - beta) * _ibp_spec(bounds, lam, b)
+
+    ibp = jax.vmap(ibp_one)
+    if not crown:
+        return ibp(x, y)
+    return jax.lax.cond(beta > 0, jax.vmap(mixed_one), ibp, x, y)
 
 
 def _alpha_spec(prep, x, eps, C, cfg, bounds) -> SpecBound:
@@ -403,5 +468,5 @@ def certify_point(prep: Prepared, x: jax.Array, y: jax.Array, eps, cfg: BoundCon
 __all__ = [
     "BoundConfig", "DUAL", "METHODS", "Prepared", "Relax", "SpecBound", "affine_radius",
     "backsub", "bounds_and_spec", "certify_point", "concretize", "hidden_bounds", "margin_spec", "prepare",
-    "relax", "spec_bound",
+    "relax", "spec_bound", "training_margins",
 ]

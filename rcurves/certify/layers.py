@@ -275,6 +275,13 @@ def _check_weight(a: Any, name: str, ndim: int) -> jax.Array:
         raise ValueError(f"{name}: expected a floating array, got dtype {a.dtype}")
     if a.ndim != ndim:
         raise ValueError(f"{name}: expected {ndim} dimensions, got shape {tuple(a.shape)}")
+    if isinstance(a, jax.core.Tracer):
+        # Traced weights (certified training builds the network inside its jitted,
+        # differentiated step): shapes are checked, values cannot be, and the
+        # array stays a tracer so that bounds are differentiable in it.
+        if math.prod(a.shape) == 0:
+            raise ValueError(f"{name}: expected a non-empty array, got shape {tuple(a.shape)}")
+        return a.astype(jnp.float32)
     arr = np.asarray(a)
     if arr.size == 0:
         raise ValueError(f"{name}: expected a non-empty array, got shape {tuple(a.shape)}")
@@ -357,15 +364,32 @@ def mlp(weights: Sequence[Tuple[Any, Any]]) -> Network:
     return network(layers, (int(layers[0].w.shape[1]),))
 
 
+#: Architectures of ``rcurves.models`` that :func:`from_model` converts.
+CERTIFIABLE_ARCHS = ("linear", "mlp", "cnn")
+
+
 def from_model(model_cfg: ModelConfig, params: Any) -> Network:
     """The toolkit's linear, MLP or C.1 CNN (``rcurves.models``) as a :class:`Network`.
 
     ``params`` is the flax parameter tree of ``model_cfg`` (as in
     ``zoo.load(...).params``); Dense kernels ``(in, out)`` become ``W (out, in)``.
     The network computes what ``make_logits_fn(model_cfg, params)`` computes.
+
+    ``params`` may be traced (inside ``jit`` / ``grad``): the network's arrays
+    are then the tracers themselves, so every bound of ``certify.bounds`` is
+    differentiable in the parameters (certified training,
+    ``rcurves.models.training``, builds its network this way in each step).
+
+    Raises:
+      ValueError: ``model_cfg.arch`` not one of :data:`CERTIFIABLE_ARCHS`
+        (the ResNet's batch norm and skip connections are not layers of a
+        :class:`Network`), or parameters missing or of the wrong shape.
     """
     if not isinstance(model_cfg, ModelConfig):
         raise ValueError(f"model_cfg: expected an rcurves.models.ModelConfig, got {type(model_cfg).__name__}")
+    if model_cfg.arch not in CERTIFIABLE_ARCHS:
+        raise ValueError(f"model_cfg: arch {model_cfg.arch!r} cannot be written as a ReLU Network; "
+                         f"the verifiers handle {CERTIFIABLE_ARCHS}")
     if not isinstance(params, dict):
         raise ValueError("params: expected the flax parameter dict of the model")
 
@@ -400,6 +424,6 @@ def from_model(model_cfg: ModelConfig, params: Any) -> Network:
 
 
 __all__ = [
-    "Conv", "Dense", "Network", "ReLU", "Reshape", "block_apply", "block_interval",
+    "CERTIFIABLE_ARCHS", "Conv", "Dense", "Network", "ReLU", "Reshape", "block_apply", "block_interval",
     "block_jacobian", "block_linear", "block_transpose", "forward", "from_model", "mlp", "network",
 ]

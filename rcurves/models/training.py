@@ -1,6 +1,6 @@
-"""Standard and PGD adversarial training with optax.
+"""Standard, adversarial, TRADES and certified (IBP, CROWN-IBP) training with optax.
 
-Two training objectives (paper 000, Section 3.1, methods 1 and 2):
+Training objectives (paper 000, Section 3.1; ``TrainConfig.method``):
 
 * ST, standard training: minimise the empirical cross-entropy
   ``E_(x,y) CE(f(x), y)``.
@@ -10,6 +10,37 @@ Two training objectives (paper 000, Section 3.1, methods 1 and 2):
   (``attacks.pgd`` with ``loss='ce'``, step ``rel_step * eps / steps``; Madry
   et al. use 2.5 eps / steps), in l_inf or l_2, clipped to the input box.
   Every example of the batch is replaced by its adversarial example.
+* TRADES (Zhang et al. 2019, the objective of their Algorithm 1): minimise
+  ``E_(x,y) [CE(f(x), y) + beta * KL(softmax f(x) || softmax f(x_adv))]``,
+  ``beta = trades_beta``, where ``x_adv`` approximately maximises the KL
+  term over ``{||x' - x||_p <= eps} ∩ box``: ``attack_steps`` steepest-ascent
+  steps of size ``rel_step * eps / attack_steps`` (sign of the gradient for
+  l_inf, normalised gradient for l_2), each projected onto the ball and
+  clipped to the box, from ``x + 0.001 N(0, I)`` clipped to the box; the
+  last iterate is used (:func:`trades_attack`). ``softmax f(x)`` is a constant
+  of the attack; the outer loss differentiates both of its arguments.
+* IBP (Gowal et al. 2018) and CROWN-IBP (Zhang et al. 2020, "Towards stable
+  and efficient training of verifiably robust neural networks"): minimise
+  ``E_(x,y) [kappa CE(f(x), y) + (1 - kappa) CE(-m(x, eps), y)]`` where
+  ``m_j(x, eps) <= min_{x' in ball} z_y(x') - z_j(x')`` is a sound lower
+  bound of the margins (``m_y = 0``), so ``-m`` are the worst-case logits
+  relative to the true class and the second term upper-bounds the robust
+  cross-entropy (``CE(-m, y) >= max_{x'} CE(f(x'), y)``). IBP:
+  ``m = m_IBP`` (interval bounds, the spec merged into the last layer);
+  CROWN-IBP: ``m = beta_mix m_CROWN-IBP + (1 - beta_mix) m_IBP``. Both
+  bounds are those of the verifiers, ``rcurves.certify.bounds``
+  (:func:`rcurves.certify.bounds.training_margins` on
+  ``certify.from_model(model_cfg, params)`` with the traced parameters), in
+  l_inf, l_2 or l_1, the ball intersected with the input box; architectures
+  'linear', 'mlp' and 'cnn' (:data:`rcurves.certify.layers.CERTIFIABLE_ARCHS`).
+
+Schedules. ``warmup_epochs`` sets a ramp ``rho_t = min(1, (t + 1) / (warmup_epochs
+* steps_per_epoch))`` over updates ``t`` (``rho = 1`` without warm-up): every
+robust method trains at ``eps_t = rho_t eps``; the certified methods use
+``kappa_t = 1 - rho_t (1 - kappa_final)`` (Gowal et al.: 1 -> 0.5) and
+CROWN-IBP ``beta_mix_t = 1 - rho_t`` (Zhang et al.: 1 -> 0, so after the ramp
+CROWN-IBP trains on IBP's bound; its back-substitution is then skipped). The
+three values enter the jitted step as traced scalars (:func:`schedule`).
 
 Optimiser: Adam (paper 000, Appendix C.1: learning rate 1e-3, batch size 128),
 with a constant learning rate or a cosine decay to 0 over the run
@@ -32,8 +63,8 @@ own key inside the jitted step and applied before the AT attack; mixing
 augmentations train on soft labels, and AT attacks the label of the
 largest share.
 
-One jitted ``train_step(state, x, y, key, eps) -> (state, metrics)`` does the
-attack, the gradient and the update; the driver :func:`train` loops over
+One jitted ``train_step(state, x, y, key, eps, lr, kappa, beta_mix) -> (state, metrics)``
+does the attack (or the bound), the gradient and the update; the driver :func:`train` loops over
 shuffled mini-batches (gathered on the host, so the loop runs no other
 device operations). Everything is deterministic in the key: batch order
 uses ``fold_in(data_key, epoch)``, the attack of update ``t`` uses
@@ -43,6 +74,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
@@ -54,7 +86,10 @@ import attacks
 from attacks import checks
 from rcurves.models.architectures import ModelConfig, Params, apply_fn, init_params, make_logits_fn
 
-METHODS = ("st", "at")
+METHODS = ("st", "at", "trades", "ibp", "crown-ibp")
+ROBUST = ("at", "trades", "ibp", "crown-ibp")   # methods that train at a radius eps > 0
+CERTIFIED = ("ibp", "crown-ibp")               # methods that train on certify.bounds' margin bounds
+TRADES_START_STD = 0.001                        # TRADES's random start x + 0.001 N(0, I) (Zhang et al. 2019)
 AUGMENTS = ("none", "shift", "noise", "mixup", "cutout", "cutmix", "ricap")
 MIXING = ("mixup", "cutmix", "ricap")   # augmentations that mix images and their labels
 LR_SCHEDULES = ("constant", "cosine")
@@ -65,16 +100,21 @@ class TrainConfig:
     """Static description of a training run.
 
     Attributes:
-      method: 'st' (standard) or 'at' (PGD adversarial training).
-      norm: threat model of AT, 'linf' or 'l2' (ignored for ST).
-      eps: AT radius in ``norm`` units (inputs in ``bounds``).
+      method: 'st' (standard), 'at' (PGD adversarial training), 'trades',
+        'ibp' or 'crown-ibp' (certified training); see the module docstring.
+      norm: threat model of the robust methods, 'linf' or 'l2' (ignored for ST).
+      eps: training radius in ``norm`` units (inputs in ``bounds``); > 0 for
+        every method but ST.
       epochs: passes over the training set.
       batch_size: examples per step (the last partial batch of an epoch is
         dropped, so every step has the same shape and one compilation).
       lr: Adam learning rate.
-      attack_steps: PGD steps of the inner maximisation.
+      attack_steps: PGD steps of the inner maximisation (AT, TRADES).
       rel_step: PGD step size as a multiple of ``eps / attack_steps``.
-      warmup_epochs: epochs over which ``eps`` grows linearly from 0 (AT).
+      warmup_epochs: epochs of the ramp over which ``eps`` grows linearly
+        from 0 (every robust method), ``kappa`` falls from 1 to
+        ``kappa_final`` and ``beta_mix`` from 1 to 0 (certified methods);
+        > 0 for 'crown-ibp' (without the ramp it is IBP).
       bounds: input box ``(lo, hi)`` or None.
       seed: the training key is ``PRNGKey(seed)`` unless one is passed.
       lr_schedule: 'constant' or 'cosine' (decay from ``lr`` to 0 over all
@@ -86,6 +126,10 @@ class TrainConfig:
       cutout: side of the square set to 0 ('cutout'; images only).
       ricap_beta: Beta parameter of RICAP's boundary point ('ricap').
       augment_prob: fraction of the examples augmented (each independently).
+      trades_beta: TRADES's weight ``beta`` of the KL term (> 0; Zhang et al.
+        2019 use 6 on MNIST and CIFAR-10).
+      kappa_final: certified methods: weight of the clean cross-entropy at the
+        end of the ramp, in [0, 1] (Gowal et al. 2018: 0.5).
     """
 
     method: str = "st"
@@ -107,14 +151,16 @@ class TrainConfig:
     cutout: int = 10
     ricap_beta: float = 0.3
     augment_prob: float = 1.0
+    trades_beta: float = 6.0
+    kappa_final: float = 0.5
 
     def __post_init__(self):
         if self.method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {self.method!r}")
         object.__setattr__(self, "norm", checks.check_norm(self.norm))
         object.__setattr__(self, "eps", float(checks.check_positive_float(self.eps, "eps", allow_zero=True)))
-        if self.method == "at" and self.eps <= 0:
-            raise ValueError("eps: adversarial training needs eps > 0")
+        if self.method in ROBUST and self.eps <= 0:
+            raise ValueError(f"eps: method {self.method!r} trains at a radius eps > 0, got {self.eps!r}")
         checks.check_positive_int(self.epochs, "epochs")
         checks.check_positive_int(self.batch_size, "batch_size")
         checks.check_positive_int(self.attack_steps, "attack_steps")
@@ -137,6 +183,19 @@ class TrainConfig:
         if p > 1.0:
             raise ValueError(f"augment_prob: expected a fraction in (0, 1], got {self.augment_prob!r}")
         object.__setattr__(self, "augment_prob", p)
+        object.__setattr__(self, "trades_beta", checks.check_positive_float(self.trades_beta, "trades_beta"))
+        try:
+            kf = float(self.kappa_final)
+        except (TypeError, ValueError):
+            kf = math.nan
+        if isinstance(self.kappa_final, bool) or not 0.0 <= kf <= 1.0:
+            raise ValueError(f"kappa_final: expected a weight in [0, 1], got {self.kappa_final!r}")
+        object.__setattr__(self, "kappa_final", kf)
+        if self.method == "crown-ibp" and self.warmup_epochs <= 0:
+            raise ValueError(
+                "warmup_epochs: method 'crown-ibp' mixes CROWN-IBP's bound into IBP's with a weight "
+                "that falls from 1 to 0 over the warm-up (Zhang et al. 2020); with warmup_epochs=0 it "
+                "is 'ibp': pass warmup_epochs > 0 or method='ibp'")
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict; augmentation settings that the chosen ``augment``
@@ -149,7 +208,8 @@ class TrainConfig:
         for name in ("shift", "noise_std", "mixup_alpha", "cutout", "ricap_beta"):
             if used.get(self.augment) != name:
                 d.pop(name)
-        for name, default in (("lr_schedule", "constant"), ("augment", "none"), ("augment_prob", 1.0)):
+        for name, default in (("lr_schedule", "constant"), ("augment", "none"), ("augment_prob", 1.0),
+                              ("trades_beta", 6.0), ("kappa_final", 0.5)):
             if d[name] == default:
                 d.pop(name)
         return d
@@ -167,10 +227,14 @@ class TrainConfig:
 
     @property
     def name(self) -> str:
-        """Short label, e.g. 'ST', 'AT-linf-0.3', 'ST+shift'."""
-        base = "ST" if self.method == "st" else f"AT-{self.norm}-{self.eps:g}"
+        """Short label, e.g. 'ST', 'AT-linf-0.3', 'ST+shift', 'TRADES-linf-0.3', 'CROWN-IBP-linf-0.1'."""
+        base = "ST" if self.method == "st" else f"{self.method.upper()}-{self.norm}-{self.eps:g}"
         if self.method == "at" and self.attack_steps == 1:
             base += "-1step"
+        if self.method == "trades" and self.trades_beta != 6.0:
+            base += f"-beta{self.trades_beta:g}"
+        if self.method in CERTIFIED and self.kappa_final != 0.5:
+            base += f"-kappa{self.kappa_final:g}"
         if self.augment == "none":
             return base
         return f"{base}+{self.augment}" + ("" if self.augment_prob == 1.0 else f"{self.augment_prob:.0%}")
@@ -341,21 +405,149 @@ def augment(cfg: TrainConfig, x: jax.Array, targets: jax.Array, key: jax.Array) 
             jnp.where(on[:, None], t_new, targets))
 
 
+# ---------------------------------------------------------------------------
+# TRADES
+
+
+def kl_softmax(logits_p: jax.Array, logits_q: jax.Array) -> jax.Array:
+    """``KL(softmax(logits_p) || softmax(logits_q))`` per row, in nats: ``(b, K), (b, K) -> (b,)``.
+
+    ``sum_k p_k (log p_k - log q_k)`` with both logs from ``log_softmax``
+    (finite for any finite logits; 0 where the rows are equal)."""
+    lp = jax.nn.log_softmax(logits_p, axis=-1)
+    lq = jax.nn.log_softmax(logits_q, axis=-1)
+    return jnp.sum(jnp.exp(lp) * (lp - lq), axis=-1)
+
+
+def trades_loss(logits_clean: jax.Array, logits_adv: jax.Array, targets: jax.Array, beta) -> jax.Array:
+    """TRADES's loss of a batch (Zhang et al. 2019), a scalar:
+    ``mean_i [CE(z_i, t_i) + beta * KL(softmax z_i || softmax z_adv_i)]``.
+
+    ``logits_clean`` ``z (b, K)`` at the clean points, ``logits_adv (b, K)`` at
+    their adversarial points, ``targets (b, K)`` label distributions (one-hot
+    for plain labels), ``beta`` a scalar >= 0 (``beta = 0``: the clean
+    cross-entropy). Differentiable in both logits."""
+    ce = optax.softmax_cross_entropy(logits_clean, targets)
+    return jnp.mean(ce + beta * kl_softmax(logits_clean, logits_adv))
+
+
+def trades_start(x: jax.Array, key: jax.Array, bounds: Optional[Tuple[float, float]]) -> jax.Array:
+    """TRADES's random start ``x + 0.001 N(0, I)`` (Zhang et al. 2019's code), clipped to ``bounds``;
+    ``x (b, *input_shape)``."""
+    x0 = x + TRADES_START_STD * jax.random.normal(key, x.shape, x.dtype)
+    return x0 if bounds is None else jnp.clip(x0, bounds[0], bounds[1])
+
+
+def trades_attack(logits_fn: Callable, x: jax.Array, eps, *, norm: str, steps: int, step_size, key: jax.Array,
+                  bounds: Optional[Tuple[float, float]] = (0.0, 1.0)) -> jax.Array:
+    """TRADES's inner maximisation: ``x_adv (b, *input_shape)`` raising ``KL(softmax f(x) || softmax f(x_adv))``.
+
+    From :func:`trades_start`, ``steps`` (static) steps
+    ``x' <- clip_box(x + P_eps(x' - x + step_size * s(g)))`` with ``g`` the
+    gradient of the point's KL term in ``x'``, ``s`` the steepest-ascent
+    direction of ``norm`` (``sign(g)`` for l_inf, ``g / ||g||_2`` for l_2) and
+    ``P_eps`` the projection onto the ``norm`` ball of radius ``eps`` (a
+    traced scalar, in ``norm`` units); ``softmax f(x)`` is held fixed. Returns
+    the last iterate (as in Zhang et al.'s Algorithm 1), inside the ball and
+    the box.
+    """
+    from attacks.norms import clip_box, geometry
+
+    geo = geometry(norm)
+    p_logits = jax.lax.stop_gradient(logits_fn(x))
+
+    def kl_sum(xa):
+        return jnp.sum(kl_softmax(p_logits, logits_fn(xa)))
+
+    def body(_, xa):
+        g = jax.grad(kl_sum)(xa)
+        delta = xa - x + jax.vmap(lambda gi: geo.step(gi, step_size))(g)
+        delta = jax.vmap(lambda di: geo.project(di, eps))(delta)
+        return clip_box(x + delta, bounds)
+
+    return jax.lax.fori_loop(0, steps, body, trades_start(x, key, bounds))
+
+
+# ---------------------------------------------------------------------------
+# certified training (IBP, CROWN-IBP)
+
+
+def margin_lower_bounds(model_cfg: ModelConfig, params: Params, x: jax.Array, y: jax.Array, eps, beta_mix, *,
+                        method: str, norm: str, bounds: Optional[Tuple[float, float]]) -> jax.Array:
+    """Certified lower bounds ``m (b, K)`` of the margins ``z_y - z_j`` over each point's ball.
+
+    The verifiers' bounds (:func:`rcurves.certify.bounds.training_margins`) on
+    ``certify.from_model(model_cfg, params)``: ``method`` 'ibp' gives
+    ``m_IBP``, 'crown-ibp' ``beta_mix * m_CROWN-IBP + (1 - beta_mix) * m_IBP``.
+    ``params`` may be traced (the result is differentiable in them), ``x (b,
+    *input_shape)``, ``y (b,)``, ``eps`` and ``beta_mix`` scalars (traced);
+    ``m[:, y] = 0``; the ball is ``{||x' - x||_norm <= eps} ∩ bounds``.
+    """
+    from rcurves.certify.bounds import training_margins
+    from rcurves.certify.layers import from_model
+
+    net = from_model(model_cfg, params)
+    return training_margins(net, x, y, eps, beta_mix, norm=norm, domain=bounds, crown=method == "crown-ibp")
+
+
+def certified_loss(logits: jax.Array, margins_lb: jax.Array, targets: jax.Array, y: jax.Array, kappa) -> jax.Array:
+    """Loss of IBP / CROWN-IBP training (Gowal et al. 2018; Zhang et al. 2020), a scalar:
+    ``mean_i [kappa CE(z_i, t_i) + (1 - kappa) CE(-m_i, y_i)]``.
+
+    ``logits`` ``z (b, K)`` at the clean points, ``margins_lb`` ``m (b, K)``
+    lower bounds of ``z_y - z_j`` over each ball (``m_y = 0``), ``targets (b,
+    K)`` label distributions for the clean term, ``y (b,)`` the labels the
+    bound certifies, ``kappa`` a scalar in [0, 1]. ``-m`` are the worst-case
+    logits (shifted by ``z_y``, which CE ignores): ``CE(-m, y)`` bounds
+    ``CE(f(x'), y)`` from above for every ``x'`` in the ball.
+    """
+    clean = optax.softmax_cross_entropy(logits, targets)
+    robust = optax.softmax_cross_entropy_with_integer_labels(-margins_lb, y)
+    return jnp.mean(kappa * clean + (1.0 - kappa) * robust)
+
+
+def check_method_arch(model_cfg: ModelConfig, cfg: TrainConfig) -> None:
+    """Raise a ValueError (naming ``method`` and ``arch``) when ``cfg.method`` cannot train
+    ``model_cfg.arch``: the certified methods need a network the bounds read
+    (``certify.from_model``: 'linear', 'mlp', 'cnn'; not the ResNet's batch norm)."""
+    if cfg.method in CERTIFIED:
+        from rcurves.certify.layers import CERTIFIABLE_ARCHS
+
+        if model_cfg.arch not in CERTIFIABLE_ARCHS:
+            raise ValueError(
+                f"method: {cfg.method!r} trains on certified bounds, which handle the architectures "
+                f"{CERTIFIABLE_ARCHS}; arch {model_cfg.arch!r} (batch norm, skip connections) is not one of them")
+
+
 def make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
-    """The jitted ``step(state, x, y, key, eps, lr=None) -> (state, metrics)``.
+    """The jitted ``step(state, x, y, key, eps, lr=None, kappa=None, beta_mix=None) -> (state, metrics)``.
 
     ``x (b, *input_shape)``, ``y (b,)``, ``key`` the PRNG key of the
     attacks (update ``t = state.step`` draws its random start from
     ``fold_in(key, t)``, its augmentation from another key folded from it),
-    ``eps`` a float32 scalar (the current AT radius; unused for ST), ``lr`` the
-    float32 learning rate of this update (None: ``cfg.lr``). ``metrics`` holds the mean training loss and the accuracy on the
-    examples trained on (adversarial ones for AT).
+    ``eps`` a float32 scalar (the current training radius; unused for ST),
+    ``lr`` the float32 learning rate of this update (None: ``cfg.lr``),
+    ``kappa`` and ``beta_mix`` float32 scalars, the current weights of the
+    certified methods' clean loss and of CROWN-IBP's bound (None: the end of
+    the ramp, ``cfg.kappa_final`` and 0; unused by the other methods; see
+    :func:`schedule`). ``metrics`` holds the mean training loss and the
+    accuracy on the examples trained on (adversarial ones for AT; clean ones
+    for TRADES and the certified methods).
 
     The step depends on ``cfg`` only through its static fields (method, norm,
-    attack steps, relative step, bounds, learning rate); configurations that
-    differ only in ``eps``, ``epochs``, warm-up, schedule or seed share one compiled step.
+    attack steps, relative step, bounds, ``trades_beta``, ``kappa_final``);
+    configurations that differ only in ``eps``, ``epochs``, warm-up, schedule
+    or seed share one compiled step, and every schedule value is a traced
+    argument: one compilation per batch shape for the whole run.
+
+    Raises:
+      ValueError: a certified method ('ibp', 'crown-ibp') on an architecture
+        the bounds cannot handle (``certify.from_model``: linear, mlp, cnn),
+        before anything compiles.
     """
-    static = dataclasses.replace(cfg, eps=1.0 if cfg.method == "at" else 0.0, epochs=1, warmup_epochs=0.0,
+    check_method_arch(model_cfg, cfg)
+    static = dataclasses.replace(cfg, eps=1.0 if cfg.method in ROBUST else 0.0, epochs=1,
+                                 warmup_epochs=1.0 if cfg.method == "crown-ibp" else 0.0,
                                  seed=0, batch_size=1, lr_schedule="constant")
     return _make_train_step(model_cfg, static)
 
@@ -370,27 +562,51 @@ def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
         loss = optax.softmax_cross_entropy(logits, targets).mean()
         return loss, logits
 
+    def trades_loss_fn(params, x, x_adv, targets):
+        logits = apply(params, x)
+        return trades_loss(logits, apply(params, x_adv), targets, cfg.trades_beta), logits
+
+    def certified_loss_fn(params, x, targets, y, eps, kappa, beta_mix):
+        logits = apply(params, x)
+        m = margin_lower_bounds(model_cfg, params, x, y, eps, beta_mix, method=cfg.method, norm=cfg.norm,
+                                bounds=cfg.bounds)
+        return certified_loss(logits, m, targets, y, kappa), logits
+
     @jax.jit
-    def step(state: TrainState, x, y, key, eps, lr=None):
+    def step(state: TrainState, x, y, key, eps, lr=None, kappa=None, beta_mix=None):
         lr = cfg.lr if lr is None else lr
+        kappa = cfg.kappa_final if kappa is None else kappa
+        beta_mix = 0.0 if beta_mix is None else beta_mix
         targets = jax.nn.one_hot(y, model_cfg.n_classes, dtype=jnp.float32)
         if cfg.augment != "none":
             k_aug = jax.random.fold_in(jax.random.fold_in(key, 0x5A17), state.step)
             x, targets = augment(cfg, x, targets, k_aug)
             y = jnp.argmax(targets, axis=-1)        # the label of the largest share: what AT attacks
-        if cfg.method == "at":
+        if cfg.method in ("at", "trades"):
             frozen = jax.lax.stop_gradient(state.params)
 
             def logits_fn(xb):
                 return apply(frozen, xb)
 
+            k_att = jax.random.fold_in(key, state.step)
+            size = cfg.rel_step * eps / cfg.attack_steps
+        if cfg.method == "at":
             x_adv = attacks.pgd(
-                logits_fn, x, y, eps, norm=cfg.norm, steps=cfg.attack_steps,
-                key=jax.random.fold_in(key, state.step),
-                step_size=cfg.rel_step * eps / cfg.attack_steps, bounds=cfg.bounds, loss="ce",
+                logits_fn, x, y, eps, norm=cfg.norm, steps=cfg.attack_steps, key=k_att,
+                step_size=size, bounds=cfg.bounds, loss="ce",
             )
             x = jax.lax.stop_gradient(x_adv)
-        (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, x, targets)
+        if cfg.method == "trades":
+            x_adv = jax.lax.stop_gradient(trades_attack(
+                logits_fn, x, eps, norm=cfg.norm, steps=cfg.attack_steps, step_size=size, key=k_att,
+                bounds=cfg.bounds))
+            (loss, logits), grads = jax.value_and_grad(trades_loss_fn, has_aux=True)(
+                state.params, x, x_adv, targets)
+        elif cfg.method in CERTIFIED:
+            (loss, logits), grads = jax.value_and_grad(certified_loss_fn, has_aux=True)(
+                state.params, x, targets, y, eps, kappa, beta_mix)
+        else:
+            (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, x, targets)
         direction, opt_state = opt.update(grads, state.opt_state, state.params)
         params = jax.tree_util.tree_map(lambda p, u: p - lr * u, state.params, direction)
         acc = jnp.mean(jnp.argmax(logits, axis=-1) == y)
@@ -404,14 +620,39 @@ def init_state(model_cfg: ModelConfig, cfg: TrainConfig, key) -> TrainState:
     return TrainState(params, make_optimizer(cfg).init(params), jnp.zeros((), jnp.int32))
 
 
-def eps_schedule(cfg: TrainConfig, step: int, steps_per_epoch: int) -> float:
-    """AT radius at update ``step``: linear warm-up to ``cfg.eps``, then constant."""
-    if cfg.method != "at":
-        return 0.0
+def ramp(cfg: TrainConfig, step: int, steps_per_epoch: int) -> float:
+    """Progress of the warm-up at update ``step`` (0-based), in (0, 1]:
+    ``min(1, (step + 1) / (warmup_epochs * steps_per_epoch))``, 1 without warm-up."""
     warm = cfg.warmup_epochs * steps_per_epoch
     if warm <= 0:
-        return cfg.eps
-    return cfg.eps * min(1.0, (step + 1) / warm)
+        return 1.0
+    return min(1.0, (step + 1) / warm)
+
+
+def eps_schedule(cfg: TrainConfig, step: int, steps_per_epoch: int) -> float:
+    """Training radius at update ``step``: ``ramp * cfg.eps`` (linear warm-up to
+    ``cfg.eps``, then constant); 0 for ST."""
+    if cfg.method not in ROBUST:
+        return 0.0
+    r = ramp(cfg, step, steps_per_epoch)
+    return cfg.eps if r >= 1.0 else cfg.eps * r
+
+
+def schedule(cfg: TrainConfig, step: int, steps_per_epoch: int) -> Dict[str, float]:
+    """Every scheduled value of update ``step``, with ``rho`` = :func:`ramp`:
+
+    ``eps`` (:func:`eps_schedule`), ``kappa = 1 - rho (1 - kappa_final)``
+    (certified methods' clean weight, Gowal et al. 2018: 1 -> 0.5) and
+    ``beta_mix = 1 - rho`` (CROWN-IBP's weight in the bound, Zhang et al.
+    2020: 1 -> 0). Outside the certified methods ``kappa`` and ``beta_mix``
+    are unused (reported as 1 and 0).
+    """
+    rho = ramp(cfg, step, steps_per_epoch)
+    if cfg.method not in CERTIFIED:
+        return {"eps": eps_schedule(cfg, step, steps_per_epoch), "kappa": 1.0, "beta_mix": 0.0}
+    return {"eps": eps_schedule(cfg, step, steps_per_epoch),
+            "kappa": 1.0 - rho * (1.0 - cfg.kappa_final),
+            "beta_mix": 1.0 - rho if cfg.method == "crown-ibp" else 0.0}
 
 
 def train(
@@ -455,6 +696,7 @@ def train(
             f"got {tuple(x.shape[1:])}"
         )
     checks.check_bounds(cfg.bounds, x)
+    step_fn = make_train_step(model_cfg, cfg)     # before any computation: it rejects an arch the method cannot train
     x_host, y_host = np.asarray(x), np.asarray(y)
     if key is None:
         key = jax.random.PRNGKey(cfg.seed)
@@ -465,7 +707,6 @@ def train(
     bs = min(cfg.batch_size, n)
     steps_per_epoch = n // bs
     state = init_state(model_cfg, cfg, k_init)
-    step_fn = make_train_step(model_cfg, cfg)
     val_logits = make_logits_fn if x_val is not None else None
 
     bar = _progress(cfg.epochs * steps_per_epoch * bs, desc or cfg.name, progress)
@@ -475,11 +716,18 @@ def train(
         perm = np.asarray(jax.random.permutation(jax.random.fold_in(k_data, epoch), n))
         losses, accs = [], []
         eps_t = 0.0
+        sched: Dict[str, float] = {}
         for b in range(steps_per_epoch):
             idx = perm[b * bs:(b + 1) * bs]
             eps_t = eps_schedule(cfg, t, steps_per_epoch)
             lr_t = learning_rate(cfg, t, cfg.epochs * steps_per_epoch)
-            state, m = step_fn(state, x_host[idx], y_host[idx], k_attack, np.float32(eps_t), np.float32(lr_t))
+            if cfg.method in CERTIFIED:
+                sched = schedule(cfg, t, steps_per_epoch)
+                state, m = step_fn(state, x_host[idx], y_host[idx], k_attack, np.float32(eps_t), np.float32(lr_t),
+                                   np.float32(sched["kappa"]), np.float32(sched["beta_mix"]))
+            else:
+                state, m = step_fn(state, x_host[idx], y_host[idx], k_attack, np.float32(eps_t),
+                                   np.float32(lr_t))
             losses.append(m["loss"])
             accs.append(m["accuracy"])
             t += 1
@@ -491,6 +739,10 @@ def train(
             "accuracy": float(jnp.mean(jnp.stack(accs))),
             "eps": float(eps_t),
         }
+        if cfg.method in CERTIFIED:          # the schedule of the epoch's last update
+            rec["kappa"] = float(sched["kappa"])
+            if cfg.method == "crown-ibp":
+                rec["beta_mix"] = float(sched["beta_mix"])
         if val_logits is not None:
             from rcurves.models.architectures import accuracy
 
@@ -529,7 +781,18 @@ def _progress(total: int, desc: str, enabled: bool):
 
 
 __all__ = [
+    "CERTIFIED",
     "METHODS",
+    "ROBUST",
+    "certified_loss",
+    "check_method_arch",
+    "kl_softmax",
+    "margin_lower_bounds",
+    "ramp",
+    "schedule",
+    "trades_attack",
+    "trades_loss",
+    "trades_start",
     "TrainConfig",
     "TrainResult",
     "TrainState",

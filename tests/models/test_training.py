@@ -102,7 +102,7 @@ def test_eps_warm_up_schedule():
 
 def test_bad_configurations_and_inputs():
     with pytest.raises(ValueError, match="method"):
-        TrainConfig(method="trades")
+        TrainConfig(method="madry-plus")
     with pytest.raises(ValueError, match="eps"):
         TrainConfig(method="at", eps=0.0)
     with pytest.raises(ValueError, match="norm"):
