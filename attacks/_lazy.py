@@ -3,7 +3,9 @@
 ``__getattr__, __dir__ = attach(__name__, {name: target})`` in a package's
 ``__init__`` makes ``package.name`` import its module only when it is first
 asked for; ``target`` is ``'pkg.module'`` (the name is that submodule) or
-``'pkg.module:attribute'``. ``dir(package)`` lists every public name, and
+``'pkg.module:attribute'``; any other submodule is imported when first asked
+for as an attribute (``rcurves.certify.milp``), as eager imports made them
+attributes. ``dir(package)`` lists every public name, and
 ``from package import *`` and ``from package import name`` work as with
 eager imports. A program then loads only the modules it uses, which is what a
 claim's code fingerprint (:mod:`rcurves.claims.record`) covers. Used by the
@@ -13,6 +15,7 @@ the reverse).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import types
 from typing import Callable, Dict, List, Tuple
@@ -36,6 +39,9 @@ def attach(package: str, names: Dict[str, str]) -> Tuple[Callable[[str], object]
     def __getattr__(name: str):
         target = table.get(name)
         if target is None:
+            # a submodule not in the table (rcurves.certify.milp): as eager imports made them attributes
+            if not name.startswith("__") and importlib.util.find_spec(f"{package}.{name}") is not None:
+                return importlib.import_module(f"{package}.{name}")
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module, _, attribute = target.partition(":")
         value = importlib.import_module(module)

@@ -1,5 +1,6 @@
 """The public names (DESIGN.md) are served lazily (PEP 562) and every one of them resolves."""
 import importlib
+import importlib.util
 import subprocess
 import sys
 
@@ -27,6 +28,9 @@ def test_every_public_name_resolves_and_is_listed(package):
     for name in mod.__all__:
         assert getattr(mod, name) is not None, name
     assert set(mod.__all__) <= set(dir(mod))
+    submodules = [n for n in ("milp", "zoo", "record", "minimal") if importlib.util.find_spec(f"{package}.{n}")]
+    for n in submodules:                          # submodules are attributes, as with eager imports
+        assert getattr(mod, n).__name__ == f"{package}.{n}"
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         mod.not_a_name  # noqa: B018
 
