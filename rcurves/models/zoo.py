@@ -297,9 +297,15 @@ def _path(e: ZooEntry, data_fingerprint: str, cache: Optional[str]) -> str:
 
 
 def is_shipped(name: "str | ZooEntry") -> bool:
-    """True when the repository ships weights trained under the entry's current recipe."""
+    """True when the repository ships weights trained under the entry's current recipe.
+
+    Checked against the data fingerprint the weights record, so that listing
+    the zoo reads no training data (full MNIST is a download); :func:`load`
+    checks the fingerprint of the data itself.
+    """
     e = _entry_of(name)
-    return shipped.shipped_path(e.name, recipe_key(e)) is not None
+    rec = shipped.manifest().get(e.name)
+    return rec is not None and cache_key(e, rec.get("data_fingerprint") or "") == rec.get("recipe_key")
 
 
 def is_cached(name: "str | ZooEntry", cache: Optional[str] = None) -> bool:
@@ -427,7 +433,7 @@ def cached_accuracy(e: "ZooEntry | str", cache: Optional[str] = None) -> Optiona
       CheckpointError: the checkpoint is unreadable, or a shipped file fails its sha256.
     """
     e = _entry_of(e)
-    ckpt = shipped.load_shipped(e.name, recipe_key(e))
+    ckpt = shipped.load_shipped(e.name, shipped.manifest()[e.name]["recipe_key"]) if is_shipped(e) else None
     if ckpt is None:
         if not os.path.isfile(os.path.join(checkpoint_path(e, cache), META_FILE)):
             return None

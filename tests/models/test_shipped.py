@@ -31,8 +31,8 @@ def test_every_entry_is_shipped_under_its_current_recipe():
         assert meta["data_fingerprint"] == rec["data_fingerprint"] and len(meta["metrics"]["history"]) == e.train.epochs
         total += sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
     assert total < 30e6
-    for name in _small_names():            # their training data is installed: the full key is checked
-        assert zoo.is_shipped(name), name
+    for name in _small_names():            # their training data is installed: the key on the data itself
+        assert zoo.recipe_key(name) == listed[name]["recipe_key"], name
 
 
 def test_load_takes_the_shipped_weights_and_trains_nothing(tmp_path):
@@ -120,3 +120,23 @@ def test_shipped_checkpoints_are_plain_checkpoints():
     ckpt = load_checkpoint(os.path.join(shipped.WEIGHTS_DIR, rec["folder"]))
     assert ckpt.meta["params_sha256"] == rec["params_sha256"]
     assert dataclasses.asdict(ckpt.model)["arch"] == "linear"
+
+
+def test_cli_ship_writes_the_weights_of_a_changed_recipe(tmp_path, monkeypatch, capsys):
+    from rcurves.cli import main
+
+    dest, old = _copy_weights(tmp_path, "digits-mlp-st")
+    monkeypatch.setenv("RCURVES_WEIGHTS", str(dest))
+    changed = zoo.variant("digits-mlp-st", new_name="digits-mlp-st", epochs=1)
+    monkeypatch.setitem(zoo.ENTRIES, "digits-mlp-st", changed)
+    assert not zoo.is_shipped("digits-mlp-st")
+    assert main(["zoo", "--train", "digits-mlp-st", "--ship", "--cache", str(tmp_path / "c"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "digits-mlp-st: trained" in out and "shipped: " in out
+    assert zoo.is_shipped("digits-mlp-st") and not old.exists()
+    rec = shipped.manifest(str(dest))["digits-mlp-st"]
+    assert rec["recipe_key"] == zoo.recipe_key(changed)
+    m = zoo.load("digits-mlp-st", cache=str(tmp_path / "fresh"), progress=False)
+    assert m.source == "shipped" and len(m.metrics["history"]) == 1
+    assert main(["zoo", "--ship"]) != 0                               # --ship names no entry: a usage error
+    assert "--ship: name the entries" in capsys.readouterr().err
