@@ -318,12 +318,21 @@ def cmd_train(args) -> int:
     try:
         model_cfg = ModelConfig(arch=args.arch, input_shape=data.x.shape[1:], n_classes=max(n_classes, 2),
                                 hidden=tuple(args.hidden), depth=args.depth, width=args.width)
+        # the MMR settings given on the command line (the others keep TrainConfig's defaults)
+        mmr_kw = {name: getattr(args, name) for name in (
+            "mmr_lambda", "mmr_gamma_b", "mmr_gamma_d", "mmr_k_d", "mmr_units", "mmr_at_frac", "mmr_lambda_l1",
+            "mmr_lambda_linf", "mmr_gamma_l1", "mmr_gamma_linf") if getattr(args, name) is not None}
+        if args.mmr_k_b is not None:
+            mmr_kw["mmr_k_b"] = args.mmr_k_b[0] if len(args.mmr_k_b) == 1 else tuple(args.mmr_k_b)
+        # eps: the radius of the robust methods; for mmr only the PGD radius of MMR + AT; mmr-univ: none
+        uses_eps = args.method not in ("st", "mmr", "mmr-univ") or (
+            args.method == "mmr" and (args.mmr_at_frac or 0.0) > 0)
         train_cfg = TrainConfig(
-            method=args.method, norm=args.attack_norm, eps=args.eps if args.method != "st" else 0.0,
+            method=args.method, norm=args.attack_norm, eps=args.eps if uses_eps else 0.0,
             epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, attack_steps=args.attack_steps,
             warmup_epochs=args.warmup_epochs, bounds=_parse_bounds(args.bounds), seed=args.seed,
             lr_schedule=args.lr_schedule, augment=args.augment, trades_beta=args.trades_beta,
-            kappa_final=args.kappa_final,
+            kappa_final=args.kappa_final, **mmr_kw,
         )
         check_method_arch(model_cfg, train_cfg)
     except ValueError as e:
@@ -532,9 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_curves)
 
     p = sub.add_parser("train", help="train a model and save a checkpoint",
-                       description="Standard (st), PGD adversarial (at), TRADES (trades) or certified "
-                                   "(ibp, crown-ibp) training with Adam; the checkpoint is a folder with "
-                                   "params.msgpack and meta.json.")
+                       description="Standard (st), PGD adversarial (at), TRADES (trades), certified "
+                                   "(ibp, crown-ibp) or maximum-margin regularised (mmr, mmr+AT with "
+                                   "--mmr-at-frac 0.5, mmr-univ) training with Adam; the checkpoint is a "
+                                   "folder with params.msgpack and meta.json.")
     p.add_argument("--data", required=True, help="mnist, mnist-full, digits (train split) or a .npz with x and y")
     p.add_argument("--out", required=True, help="checkpoint folder to write")
     p.add_argument("--arch", default="cnn", choices=("cnn", "mlp", "linear", "resnet"),
@@ -542,20 +552,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", type=int, nargs="+", default=[256, 256], help="MLP hidden widths (default 256 256)")
     p.add_argument("--depth", type=int, default=20, help="ResNet depth, 6 n + 2 (default 20)")
     p.add_argument("--width", type=int, default=16, help="ResNet first-stage filters (default 16)")
-    p.add_argument("--method", default="st", choices=("st", "at", "trades", "ibp", "crown-ibp"),
-                   help="st, at, trades, ibp or crown-ibp (default st; crown-ibp needs --warmup-epochs > 0)")
+    p.add_argument("--method", default="st", choices=("st", "at", "trades", "ibp", "crown-ibp", "mmr", "mmr-univ"),
+                   help="st, at, trades, ibp, crown-ibp, mmr or mmr-univ (default st; crown-ibp needs "
+                        "--warmup-epochs > 0)")
     p.add_argument("--attack-norm", default="linf", choices=("linf", "l2"),
-                   help="threat model of at, trades, ibp, crown-ibp (default linf)")
-    p.add_argument("--eps", type=float, default=0.1, help="training radius of the robust methods (default 0.1)")
+                   help="threat model of at, trades, ibp, crown-ibp, mmr (default linf)")
+    p.add_argument("--eps", type=float, default=0.1,
+                   help="training radius of the robust methods, and the PGD radius of mmr with --mmr-at-frac "
+                        "(default 0.1; unused by mmr without it and by mmr-univ)")
     p.add_argument("--trades-beta", type=float, default=6.0, help="TRADES's weight of the KL term (default 6)")
     p.add_argument("--kappa-final", type=float, default=0.5,
                    help="ibp / crown-ibp: weight of the clean loss after the warm-up (default 0.5)")
+    p.add_argument("--mmr-lambda", type=float, default=None, help="mmr: weight of the regulariser (default 0.5)")
+    p.add_argument("--mmr-gamma-b", type=float, default=None,
+                   help="mmr: margin to the linear-region hyperplanes, in --attack-norm units (default 0.2)")
+    p.add_argument("--mmr-gamma-d", type=float, default=None,
+                   help="mmr: margin to the decision hyperplanes (default 0.2)")
+    p.add_argument("--mmr-k-b", type=float, nargs="+", default=None, metavar="FRAC",
+                   help="mmr, mmr-univ: fraction of hidden units whose distances are pushed, one value or FIRST "
+                        "LAST (linear over the epochs; default 0.1 0.02 for mmr, 0.2 0.05 for mmr-univ)")
+    p.add_argument("--mmr-k-d", type=int, default=None,
+                   help="mmr, mmr-univ: decision hyperplanes pushed (default all K - 1)")
+    p.add_argument("--mmr-units", type=int, default=None,
+                   help="mmr, mmr-univ: random sample of hidden units per point and step (default all; the "
+                        "cnn on 28x28 images needs one, e.g. 64)")
+    p.add_argument("--mmr-at-frac", type=float, default=None,
+                   help="mmr: fraction of each batch replaced by PGD examples at --eps (MMR + AT: 0.5; default 0)")
+    p.add_argument("--mmr-lambda-l1", type=float, default=None, help="mmr-univ: weight of the l1 part (default 3)")
+    p.add_argument("--mmr-lambda-linf", type=float, default=None,
+                   help="mmr-univ: weight of the linf part (default 12)")
+    p.add_argument("--mmr-gamma-l1", type=float, default=None, help="mmr-univ: l1 margin (default 1.0)")
+    p.add_argument("--mmr-gamma-linf", type=float, default=None, help="mmr-univ: linf margin (default 0.175)")
     p.add_argument("--epochs", type=int, default=10, help="epochs (default 10)")
     p.add_argument("--batch-size", type=int, default=128, help="batch size (default 128)")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
     p.add_argument("--attack-steps", type=int, default=10, help="PGD steps of at and trades (default 10)")
     p.add_argument("--warmup-epochs", type=float, default=0.0,
-                   help="linear eps warm-up in epochs (default 0); also the kappa and CROWN-IBP ramps")
+                   help="linear eps warm-up in epochs (default 0); also the kappa and CROWN-IBP ramps and "
+                        "the ramp of mmr's weight (the authors: 10)")
     p.add_argument("--n-train", type=int, default=None, help="random subset of training points")
     p.add_argument("--classes", type=int, default=None, help="number of classes (default max label + 1)")
     p.add_argument("--bounds", default="0,1", help="input box LO,HI or none (default 0,1)")

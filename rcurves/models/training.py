@@ -33,6 +33,23 @@ Training objectives (paper 000, Section 3.1; ``TrainConfig.method``):
   ``certify.from_model(model_cfg, params)`` with the traced parameters), in
   l_inf, l_2 or l_1, the ball intersected with the input box; architectures
   'linear', 'mlp' and 'cnn' (:data:`rcurves.certify.layers.CERTIFIABLE_ARCHS`).
+* MMR (Croce, Andriushchenko & Hein 2019, the Maximum Margin Regulariser):
+  minimise ``E_(x,y) [CE(f(x), y) + rho_t lambda MMR_p(x)]``, ``MMR_p`` the
+  hinge on the ``k_B`` smallest l_p distances of ``x`` to the hyperplanes of
+  its linear region (``gamma_B``) and the ``k_D`` smallest to the decision
+  hyperplanes of the region's affine map (``gamma_D``), ``p = norm``
+  (:mod:`rcurves.models.mmr`, which has the formulas and how the Jacobian
+  rows are computed). MMR + AT (the paper's "MMR + AT", method 4 of paper
+  000): ``mmr_at_frac`` of every batch (0.5 in the paper: its first half)
+  is replaced by its PGD adversarial examples at radius ``eps`` (as AT, a
+  constant radius: the authors do not ramp it) and both terms are taken on
+  that mixed batch, as in the authors' code. MMR-Universal (Croce & Hein
+  2020, ``'mmr-univ'``, method 5): ``CE + rho_t (lambda_1 MMR_1(x; gamma_1) +
+  lambda_inf MMR_inf(x; gamma_inf))`` on clean batches. ``k_B`` is a fraction
+  of the hidden units that falls linearly over the run, per epoch (the
+  authors: 10 % -> 2 % for MMR, 20 % -> 5 % for MMR-Universal); ``rho_t`` is the
+  warm-up ramp below (the authors ramp ``lambda`` over the first 10 epochs).
+  Architectures 'linear' (decision term only), 'mlp' and 'cnn'.
 
 Schedules. ``warmup_epochs`` sets a ramp ``rho_t = min(1, (t + 1) / (warmup_epochs
 * steps_per_epoch))`` over updates ``t`` (``rho = 1`` without warm-up): every
@@ -63,7 +80,7 @@ own key inside the jitted step and applied before the AT attack; mixing
 augmentations train on soft labels, and AT attacks the label of the
 largest share.
 
-One jitted ``train_step(state, x, y, key, eps, lr, kappa, beta_mix) -> (state, metrics)``
+One jitted ``train_step(state, x, y, key, eps, lr, kappa, beta_mix, mmr_ramp, mmr_k_b) -> (state, metrics)``
 does the attack (or the bound), the gradient and the update; the driver :func:`train` loops over
 shuffled mini-batches (gathered on the host, so the loop runs no other
 device operations). Everything is deterministic in the key: batch order
@@ -86,9 +103,23 @@ import attacks
 from attacks import checks
 from rcurves.models.architectures import ModelConfig, Params, apply_fn, init_params, make_logits_fn
 
-METHODS = ("st", "at", "trades", "ibp", "crown-ibp")
+METHODS = ("st", "at", "trades", "ibp", "crown-ibp", "mmr", "mmr-univ")
 ROBUST = ("at", "trades", "ibp", "crown-ibp")   # methods that train at a radius eps > 0
 CERTIFIED = ("ibp", "crown-ibp")               # methods that train on certify.bounds' margin bounds
+MMR_METHODS = ("mmr", "mmr-univ")               # methods that add the Maximum Margin Regulariser (models.mmr)
+#: k_B schedule (fraction of the hidden units at the first and the last epoch) of each MMR method,
+#: the authors' code: 10 % -> 2 % (Croce et al. 2019), 20 % -> 5 % (Croce & Hein 2020)
+MMR_K_B = {"mmr": (0.1, 0.02), "mmr-univ": (0.2, 0.05)}
+#: largest number of Jacobian entries (batch x inputs x rows) of the exact, all-units MMR step
+MMR_EXACT_BUDGET = 2 ** 27
+# fields added with MMR: default, and the methods that use it
+_MMR_FIELDS = {
+    "mmr_lambda": (0.5, ("mmr",)), "mmr_gamma_b": (0.2, ("mmr",)), "mmr_gamma_d": (0.2, ("mmr",)),
+    "mmr_k_b": (None, MMR_METHODS), "mmr_k_d": (None, MMR_METHODS), "mmr_units": (None, MMR_METHODS),
+    "mmr_at_frac": (0.0, ("mmr",)),
+    "mmr_lambda_l1": (3.0, ("mmr-univ",)), "mmr_lambda_linf": (12.0, ("mmr-univ",)),
+    "mmr_gamma_l1": (1.0, ("mmr-univ",)), "mmr_gamma_linf": (0.175, ("mmr-univ",)),
+}
 TRADES_START_STD = 0.001                        # TRADES's random start x + 0.001 N(0, I) (Zhang et al. 2019)
 AUGMENTS = ("none", "shift", "noise", "mixup", "cutout", "cutmix", "ricap")
 MIXING = ("mixup", "cutmix", "ricap")   # augmentations that mix images and their labels
@@ -130,6 +161,41 @@ class TrainConfig:
         2019 use 6 on MNIST and CIFAR-10).
       kappa_final: certified methods: weight of the clean cross-entropy at the
         end of the ramp, in [0, 1] (Gowal et al. 2018: 0.5).
+
+    MMR fields (:mod:`rcurves.models.mmr`; each left out of :meth:`to_dict` at its
+    default). Defaults are the authors' MNIST values: those of the MMR + AT
+    l_inf C.1 CNN of paper 000's Figure 3 (their released model "mnist
+    cnn_lenet_small p_norm=inf lmbd=0.5 gamma_rb=0.2 gamma_db=0.2 ae_frac=0.5",
+    PGD eps 0.1, 100 epochs, lambda ramped over 10 epochs) and of the
+    MMR-Universal MNIST CNN paper 000 evaluates ("mmr_univ_mnist gammas 1.0
+    0.175 lambdas 3.0 12.0", learning rate 5e-4, no AT). Their other MNIST
+    models: MMR l_inf CNN lambda 1, gamma 0.2; MMR l_inf MLP (1024 units) lambda 2,
+    gamma 0.1, with AT lambda 1, gamma 0.1; MMR l_2 CNN lambda 3, gamma 0.45 (lr
+    1e-4), with AT lambda 6, gamma 0.45 (lr 5e-5, PGD eps 0.3); MMR l_2 MLP
+    lambda 1.5, gamma 0.6 (lr 1e-4), with AT lambda 0.5, gamma 0.45 (lr 5e-5);
+    PGD with 40 steps on MNIST.
+
+      mmr_lambda: 'mmr': weight ``lambda`` of ``MMR_p`` (> 0; 0.5).
+      mmr_gamma_b: 'mmr': ``gamma_B``, the facet distance (in ``norm`` units)
+        beyond which a region hyperplane is not pushed (> 0; 0.2).
+      mmr_gamma_d: 'mmr': ``gamma_D``, the same for the decision hyperplanes (0.2).
+      mmr_k_b: fraction of the hidden units (of the sampled ones with
+        ``mmr_units``) whose facet distances are averaged: a number in (0, 1]
+        (constant) or a pair ``(first, last)`` interpolated linearly per epoch,
+        ``k_B = max(1, floor(frac_e * U))`` with ``frac_e = first + (last -
+        first) * e / epochs`` at epoch ``e = 1..epochs`` (the authors' code);
+        None: :data:`MMR_K_B` of the method.
+      mmr_k_d: ``k_D``, the number of smallest decision distances averaged
+        (1..K-1); None: all ``K - 1`` (the authors').
+      mmr_units: None: every hidden unit's row (exact); an int ``m``: a random
+        stratified sample of ``m`` hidden units per point and step (needed for
+        the C.1 CNN on MNIST; e.g. 64).
+      mmr_at_frac: 'mmr': fraction of each batch replaced by PGD adversarial
+        examples at radius ``eps`` (MMR + AT: 0.5; 0 is plain MMR, ``eps`` 0).
+      mmr_lambda_l1, mmr_lambda_linf: 'mmr-univ': ``lambda_1`` (3) and
+        ``lambda_inf`` (12), >= 0, not both 0.
+      mmr_gamma_l1, mmr_gamma_linf: 'mmr-univ': ``gamma_1`` (1.0) and
+        ``gamma_inf`` (0.175), > 0.
     """
 
     method: str = "st"
@@ -153,6 +219,17 @@ class TrainConfig:
     augment_prob: float = 1.0
     trades_beta: float = 6.0
     kappa_final: float = 0.5
+    mmr_lambda: float = 0.5
+    mmr_gamma_b: float = 0.2
+    mmr_gamma_d: float = 0.2
+    mmr_k_b: Optional[Tuple[float, float]] = None
+    mmr_k_d: Optional[int] = None
+    mmr_units: Optional[int] = None
+    mmr_at_frac: float = 0.0
+    mmr_lambda_l1: float = 3.0
+    mmr_lambda_linf: float = 12.0
+    mmr_gamma_l1: float = 1.0
+    mmr_gamma_linf: float = 0.175
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -196,6 +273,52 @@ class TrainConfig:
                 "warmup_epochs: method 'crown-ibp' mixes CROWN-IBP's bound into IBP's with a weight "
                 "that falls from 1 to 0 over the warm-up (Zhang et al. 2020); with warmup_epochs=0 it "
                 "is 'ibp': pass warmup_epochs > 0 or method='ibp'")
+        self._check_mmr()
+
+    def _check_mmr(self):
+        for name in ("mmr_lambda", "mmr_gamma_b", "mmr_gamma_d", "mmr_gamma_l1", "mmr_gamma_linf"):
+            object.__setattr__(self, name, checks.check_positive_float(getattr(self, name), name))
+        for name in ("mmr_lambda_l1", "mmr_lambda_linf"):
+            object.__setattr__(self, name, checks.check_positive_float(getattr(self, name), name, allow_zero=True))
+        if self.mmr_lambda_l1 == 0 and self.mmr_lambda_linf == 0:
+            raise ValueError("mmr_lambda_l1: mmr_lambda_l1 and mmr_lambda_linf are both 0 (no regulariser)")
+        kb = self.mmr_k_b
+        if kb is not None:
+            pair = tuple(kb) if isinstance(kb, (list, tuple)) else (kb, kb)
+            try:
+                ok = len(pair) == 2 and not any(isinstance(v, bool) for v in pair)
+                pair = tuple(float(v) for v in pair) if ok else ()
+            except (TypeError, ValueError):
+                pair = ()
+            if len(pair) != 2 or not all(0.0 < v <= 1.0 for v in pair):
+                raise ValueError(f"mmr_k_b: expected a fraction of the hidden units in (0, 1] or a pair "
+                                 f"(first, last) of them, got {kb!r}")
+            object.__setattr__(self, "mmr_k_b", pair)
+        if self.mmr_k_d is not None:
+            checks.check_positive_int(self.mmr_k_d, "mmr_k_d")
+        if self.mmr_units is not None:
+            checks.check_positive_int(self.mmr_units, "mmr_units")
+        try:
+            af = float(self.mmr_at_frac)
+        except (TypeError, ValueError):
+            af = math.nan
+        if isinstance(self.mmr_at_frac, bool) or not 0.0 <= af <= 1.0:
+            raise ValueError(f"mmr_at_frac: expected a fraction in [0, 1], got {self.mmr_at_frac!r}")
+        object.__setattr__(self, "mmr_at_frac", af)
+        for name, (default, users) in _MMR_FIELDS.items():
+            if self.method not in users and getattr(self, name) != default:
+                raise ValueError(f"{name}: used by method {' or '.join(repr(u) for u in users)} only, "
+                                 f"not by {self.method!r} (got {getattr(self, name)!r})")
+        if self.method == "mmr":
+            if self.mmr_at_frac > 0 and self.eps <= 0:
+                raise ValueError(f"eps: MMR + AT (mmr_at_frac={self.mmr_at_frac:g}) attacks at a radius eps > 0, "
+                                 f"got {self.eps!r}")
+            if self.mmr_at_frac == 0 and self.eps != 0:
+                raise ValueError(f"eps: method 'mmr' uses eps only as the PGD radius of MMR + AT (mmr_at_frac > 0); "
+                                 f"its margins are mmr_gamma_b / mmr_gamma_d; got eps={self.eps!r} with mmr_at_frac=0")
+        if self.method == "mmr-univ" and self.eps != 0:
+            raise ValueError(f"eps: method 'mmr-univ' trains on clean points (Croce & Hein 2020); its margins are "
+                             f"mmr_gamma_l1 / mmr_gamma_linf; got eps={self.eps!r}")
 
     def to_dict(self) -> Dict[str, Any]:
         """JSON-ready dict; augmentation settings that the chosen ``augment``
@@ -212,6 +335,11 @@ class TrainConfig:
                               ("trades_beta", 6.0), ("kappa_final", 0.5)):
             if d[name] == default:
                 d.pop(name)
+        for name, (default, _) in _MMR_FIELDS.items():
+            if d[name] == default:
+                d.pop(name)
+        if "mmr_k_b" in d:
+            d["mmr_k_b"] = list(self.mmr_k_b)
         return d
 
     @classmethod
@@ -227,8 +355,23 @@ class TrainConfig:
 
     @property
     def name(self) -> str:
-        """Short label, e.g. 'ST', 'AT-linf-0.3', 'ST+shift', 'TRADES-linf-0.3', 'CROWN-IBP-linf-0.1'."""
-        base = "ST" if self.method == "st" else f"{self.method.upper()}-{self.norm}-{self.eps:g}"
+        """Short label, e.g. 'ST', 'AT-linf-0.3', 'ST+shift', 'TRADES-linf-0.3', 'CROWN-IBP-linf-0.1',
+        'MMR-linf', 'MMR+AT-linf-0.1', 'MMR-UNIV'."""
+        if self.method == "st":
+            base = "ST"
+        elif self.method == "mmr":
+            base = f"MMR-{self.norm}" if self.mmr_at_frac == 0 else f"MMR+AT-{self.norm}-{self.eps:g}"
+            if (self.mmr_lambda, self.mmr_gamma_b, self.mmr_gamma_d) != (0.5, 0.2, 0.2):
+                base += f"-lam{self.mmr_lambda:g}-gam{self.mmr_gamma_b:g}"
+                base += "" if self.mmr_gamma_d == self.mmr_gamma_b else f",{self.mmr_gamma_d:g}"
+        elif self.method == "mmr-univ":
+            base = "MMR-UNIV"
+            if (self.mmr_lambda_l1, self.mmr_lambda_linf, self.mmr_gamma_l1, self.mmr_gamma_linf) != (
+                    3.0, 12.0, 1.0, 0.175):
+                base += (f"-lam{self.mmr_lambda_l1:g},{self.mmr_lambda_linf:g}"
+                         f"-gam{self.mmr_gamma_l1:g},{self.mmr_gamma_linf:g}")
+        else:
+            base = f"{self.method.upper()}-{self.norm}-{self.eps:g}"
         if self.method == "at" and self.attack_steps == 1:
             base += "-1step"
         if self.method == "trades" and self.trades_beta != 6.0:
@@ -248,7 +391,7 @@ class TrainState(NamedTuple):
 
 class TrainResult(NamedTuple):
     params: Params
-    history: List[Dict[str, float]]  # one dict per epoch: loss, accuracy, eps[, val_accuracy]
+    history: List[Dict[str, float]]  # one dict per epoch: loss, accuracy, eps[, val_accuracy][, kappa, mmr, ...]
 
 
 def make_optimizer(cfg: TrainConfig) -> optax.GradientTransformation:
@@ -517,10 +660,67 @@ def check_method_arch(model_cfg: ModelConfig, cfg: TrainConfig) -> None:
             raise ValueError(
                 f"method: {cfg.method!r} trains on certified bounds, which handle the architectures "
                 f"{CERTIFIABLE_ARCHS}; arch {model_cfg.arch!r} (batch norm, skip connections) is not one of them")
+    if cfg.method in MMR_METHODS:
+        check_mmr_model(model_cfg, cfg)
+
+
+def mmr_units(model_cfg: ModelConfig, cfg: TrainConfig) -> int:
+    """Number ``U'`` of hidden units whose facet distances one MMR step ranks: every hidden
+    unit of the model, or ``cfg.mmr_units`` sampled ones (0 for a linear model)."""
+    from rcurves.models.mmr import hidden_layer_sizes
+
+    return sum(hidden_layer_sizes(model_cfg)) if cfg.mmr_units is None else int(cfg.mmr_units)
+
+
+def check_mmr_model(model_cfg: ModelConfig, cfg: TrainConfig) -> None:
+    """The MMR settings that depend on the model, checked before anything compiles:
+    the architecture (``method`` and ``arch`` named), ``mmr_k_d <= K - 1``, ``mmr_units``
+    between the number of hidden layers and of hidden units (not for a linear model),
+    and, without ``mmr_units``, an exact Jacobian of at most :data:`MMR_EXACT_BUDGET`
+    entries per batch (``batch_size x inputs x (hidden units + K)``)."""
+    from rcurves.models.mmr import MMR_ARCHS, hidden_layer_sizes
+
+    if model_cfg.arch not in MMR_ARCHS:
+        raise ValueError(
+            f"method: {cfg.method!r} regularises the linear regions of a plain ReLU network, architectures "
+            f"{MMR_ARCHS}; arch {model_cfg.arch!r} (batch norm, skip connections) is not one of them")
+    k = model_cfg.n_classes
+    if cfg.mmr_k_d is not None and cfg.mmr_k_d > k - 1:
+        raise ValueError(f"mmr_k_d: expected at most K - 1 = {k - 1} decision hyperplanes, got {cfg.mmr_k_d}")
+    sizes = hidden_layer_sizes(model_cfg)
+    u = sum(sizes)
+    d = math.prod(model_cfg.input_shape)
+    if cfg.mmr_units is not None:
+        if not sizes:
+            raise ValueError(f"mmr_units: arch {model_cfg.arch!r} has no hidden units to sample; pass mmr_units=None")
+        if not len(sizes) <= cfg.mmr_units <= u:
+            raise ValueError(f"mmr_units: expected between {len(sizes)} (one per hidden layer) and the model's {u} "
+                             f"hidden units, got {cfg.mmr_units}")
+    elif cfg.batch_size * d * (u + k) > MMR_EXACT_BUDGET:
+        raise ValueError(
+            f"mmr_units: the exact rows of all {u} hidden units of this {model_cfg.arch} ({d} inputs, batch "
+            f"{cfg.batch_size}) take {cfg.batch_size * d * (u + k):,} Jacobian entries per step (budget "
+            f"{MMR_EXACT_BUDGET:,}); pass mmr_units (a sample of hidden units per step, e.g. 64)")
+
+
+def mmr_k_b(cfg: TrainConfig, epoch: int, n_units: int) -> int:
+    """``k_B`` of 0-based ``epoch``: ``max(1, floor(frac * n_units))`` (at most ``n_units``), ``frac``
+    linear from the first to the last value of ``cfg.mmr_k_b`` (or :data:`MMR_K_B`) over epochs
+    ``1..cfg.epochs``, as the authors' code; 1 when ``n_units = 0`` (unused then)."""
+    first, last = cfg.mmr_k_b if cfg.mmr_k_b is not None else MMR_K_B[cfg.method]
+    frac = first + (last - first) * (epoch + 1) / cfg.epochs
+    return int(min(max(1, math.floor(frac * n_units + 1e-9)), max(n_units, 1)))
+
+
+def mmr_schedule(cfg: TrainConfig, step: int, steps_per_epoch: int, n_units: int) -> Dict[str, float]:
+    """The MMR values of update ``step``: ``ramp`` (:func:`ramp`, the weight's warm-up factor)
+    and ``k_b`` (:func:`mmr_k_b` of the update's epoch)."""
+    return {"ramp": ramp(cfg, step, steps_per_epoch), "k_b": mmr_k_b(cfg, step // steps_per_epoch, n_units)}
 
 
 def make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
-    """The jitted ``step(state, x, y, key, eps, lr=None, kappa=None, beta_mix=None) -> (state, metrics)``.
+    """The jitted ``step(state, x, y, key, eps, lr=None, kappa=None, beta_mix=None, mmr_ramp=None,
+    mmr_k_b=None) -> (state, metrics)``.
 
     ``x (b, *input_shape)``, ``y (b,)``, ``key`` the PRNG key of the
     attacks (update ``t = state.step`` draws its random start from
@@ -532,23 +732,38 @@ def make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
     the ramp, ``cfg.kappa_final`` and 0; unused by the other methods; see
     :func:`schedule`). ``metrics`` holds the mean training loss and the
     accuracy on the examples trained on (adversarial ones for AT; clean ones
-    for TRADES and the certified methods).
+    for TRADES and the certified methods; the mixed batch of MMR + AT).
+    MMR methods: ``mmr_ramp`` the float32 factor of the regulariser's weight
+    (None: 1) and ``mmr_k_b`` the int32 ``k_B`` of this update (None: the
+    schedule's last value; :func:`mmr_schedule`); the unit sample of update
+    ``t`` is drawn from a key folded from ``fold_in(key, t)``; ``metrics`` adds
+    ``mmr``, the batch mean of ``MMR_p(x)`` ('mmr', without ``lambda``) or of
+    ``MMR-Universal(x)`` ('mmr-univ', with its ``lambda``s) and, for
+    'mmr-univ', the unweighted parts ``mmr_l1`` and ``mmr_linf``.
 
     The step depends on ``cfg`` only through its static fields (method, norm,
-    attack steps, relative step, bounds, ``trades_beta``, ``kappa_final``);
-    configurations that differ only in ``eps``, ``epochs``, warm-up, schedule
-    or seed share one compiled step, and every schedule value is a traced
-    argument: one compilation per batch shape for the whole run.
+    attack steps, relative step, bounds, ``trades_beta``, ``kappa_final``; the
+    MMR lambdas and gammas, ``mmr_k_d``, ``mmr_units``, ``mmr_at_frac`` and the
+    last fraction of the ``k_B`` schedule); configurations that differ only in
+    ``eps``, ``epochs``, warm-up, schedule or seed share one compiled step, and
+    every schedule value is a traced argument: one compilation per batch
+    shape for the whole run.
 
     Raises:
-      ValueError: a certified method ('ibp', 'crown-ibp') on an architecture
-        the bounds cannot handle (``certify.from_model``: linear, mlp, cnn),
-        before anything compiles.
+      ValueError: a certified or MMR method on an architecture they cannot
+        handle (linear, mlp, cnn only), or MMR settings that do not fit the
+        model (:func:`check_mmr_model`), before anything compiles.
     """
     check_method_arch(model_cfg, cfg)
-    static = dataclasses.replace(cfg, eps=1.0 if cfg.method in ROBUST else 0.0, epochs=1,
+    attacks_at_eps = cfg.method in ROBUST or (cfg.method == "mmr" and cfg.mmr_at_frac > 0)
+    # k_B enters traced; the step keeps only the schedule's last fraction (its default k_B)
+    last_k_b = None
+    if cfg.method in MMR_METHODS:
+        last = (cfg.mmr_k_b if cfg.mmr_k_b is not None else MMR_K_B[cfg.method])[1]
+        last_k_b = None if last == MMR_K_B[cfg.method][1] else (last, last)
+    static = dataclasses.replace(cfg, eps=1.0 if attacks_at_eps else 0.0, epochs=1,
                                  warmup_epochs=1.0 if cfg.method == "crown-ibp" else 0.0,
-                                 seed=0, batch_size=1, lr_schedule="constant")
+                                 seed=0, batch_size=1, lr_schedule="constant", mmr_k_b=last_k_b)
     return _make_train_step(model_cfg, static)
 
 
@@ -556,6 +771,22 @@ def make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
 def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
     apply = apply_fn(model_cfg)
     opt = make_optimizer(cfg)
+    k_d = (model_cfg.n_classes - 1) if cfg.mmr_k_d is None else cfg.mmr_k_d
+    default_k_b = mmr_k_b(cfg, 0, mmr_units(model_cfg, cfg)) if cfg.method in MMR_METHODS else 1
+
+    def mmr_loss_fn(params, x, targets, y, weight, k_b, k_units):
+        from rcurves.models.mmr import regularizer
+
+        logits = apply(params, x)
+        ce = optax.softmax_cross_entropy(logits, targets).mean()
+        r = regularizer(model_cfg, params, x, y, method=cfg.method, norm=cfg.norm, k_b=k_b, k_d=k_d,
+                        gamma_b=cfg.mmr_gamma_b, gamma_d=cfg.mmr_gamma_d, lambda_l1=cfg.mmr_lambda_l1,
+                        lambda_linf=cfg.mmr_lambda_linf, gamma_l1=cfg.mmr_gamma_l1, gamma_linf=cfg.mmr_gamma_linf,
+                        units=cfg.mmr_units, key=k_units)
+        reg = {"mmr": jnp.mean(r.total)}
+        if cfg.method == "mmr-univ":
+            reg.update(mmr_l1=jnp.mean(r.l1), mmr_linf=jnp.mean(r.linf))
+        return ce + weight * reg["mmr"], (logits, reg)
 
     def loss_fn(params, x, targets):
         logits = apply(params, x)
@@ -573,10 +804,13 @@ def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
         return certified_loss(logits, m, targets, y, kappa), logits
 
     @jax.jit
-    def step(state: TrainState, x, y, key, eps, lr=None, kappa=None, beta_mix=None):
+    def step(state: TrainState, x, y, key, eps, lr=None, kappa=None, beta_mix=None, mmr_ramp=None, mmr_k_b=None):
         lr = cfg.lr if lr is None else lr
         kappa = cfg.kappa_final if kappa is None else kappa
         beta_mix = 0.0 if beta_mix is None else beta_mix
+        mmr_ramp = 1.0 if mmr_ramp is None else mmr_ramp
+        mmr_k_b = default_k_b if mmr_k_b is None else mmr_k_b
+        extra = {}
         targets = jax.nn.one_hot(y, model_cfg.n_classes, dtype=jnp.float32)
         if cfg.augment != "none":
             k_aug = jax.random.fold_in(jax.random.fold_in(key, 0x5A17), state.step)
@@ -596,6 +830,15 @@ def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
                 step_size=size, bounds=cfg.bounds, loss="ce",
             )
             x = jax.lax.stop_gradient(x_adv)
+        n_adv = int(cfg.mmr_at_frac * x.shape[0]) if cfg.method == "mmr" else 0
+        if n_adv > 0:        # MMR + AT: the first n_adv examples of the batch replaced by PGD's (the authors' ae_frac)
+            frozen = jax.lax.stop_gradient(state.params)
+            x_adv = attacks.pgd(
+                lambda xb: apply(frozen, xb), x[:n_adv], y[:n_adv], eps, norm=cfg.norm, steps=cfg.attack_steps,
+                key=jax.random.fold_in(key, state.step), step_size=cfg.rel_step * eps / cfg.attack_steps,
+                bounds=cfg.bounds, loss="ce",
+            )
+            x = jnp.concatenate([jax.lax.stop_gradient(x_adv), x[n_adv:]], axis=0)
         if cfg.method == "trades":
             x_adv = jax.lax.stop_gradient(trades_attack(
                 logits_fn, x, eps, norm=cfg.norm, steps=cfg.attack_steps, step_size=size, key=k_att,
@@ -605,12 +848,17 @@ def _make_train_step(model_cfg: ModelConfig, cfg: TrainConfig) -> Callable:
         elif cfg.method in CERTIFIED:
             (loss, logits), grads = jax.value_and_grad(certified_loss_fn, has_aux=True)(
                 state.params, x, targets, y, eps, kappa, beta_mix)
+        elif cfg.method in MMR_METHODS:
+            k_units = jax.random.fold_in(jax.random.fold_in(key, 0x3312), state.step)
+            weight = mmr_ramp * (cfg.mmr_lambda if cfg.method == "mmr" else 1.0)
+            (loss, (logits, extra)), grads = jax.value_and_grad(mmr_loss_fn, has_aux=True)(
+                state.params, x, targets, y, weight, jnp.asarray(mmr_k_b, jnp.int32), k_units)
         else:
             (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params, x, targets)
         direction, opt_state = opt.update(grads, state.opt_state, state.params)
         params = jax.tree_util.tree_map(lambda p, u: p - lr * u, state.params, direction)
         acc = jnp.mean(jnp.argmax(logits, axis=-1) == y)
-        return TrainState(params, opt_state, state.step + 1), {"loss": loss, "accuracy": acc}
+        return TrainState(params, opt_state, state.step + 1), {"loss": loss, "accuracy": acc, **extra}
 
     return step
 
@@ -631,7 +879,10 @@ def ramp(cfg: TrainConfig, step: int, steps_per_epoch: int) -> float:
 
 def eps_schedule(cfg: TrainConfig, step: int, steps_per_epoch: int) -> float:
     """Training radius at update ``step``: ``ramp * cfg.eps`` (linear warm-up to
-    ``cfg.eps``, then constant); 0 for ST."""
+    ``cfg.eps``, then constant); 0 for ST; ``cfg.eps`` throughout for the MMR methods
+    (the PGD radius of MMR + AT, 0 without it)."""
+    if cfg.method in MMR_METHODS:      # MMR + AT's PGD radius is not ramped (the authors'); 0 without AT
+        return cfg.eps
     if cfg.method not in ROBUST:
         return 0.0
     r = ramp(cfg, step, steps_per_epoch)
@@ -708,6 +959,7 @@ def train(
     steps_per_epoch = n // bs
     state = init_state(model_cfg, cfg, k_init)
     val_logits = make_logits_fn if x_val is not None else None
+    n_mmr_units = mmr_units(model_cfg, cfg) if cfg.method in MMR_METHODS else 0
 
     bar = _progress(cfg.epochs * steps_per_epoch * bs, desc or cfg.name, progress)
     history: List[Dict[str, float]] = []
@@ -715,6 +967,7 @@ def train(
     for epoch in range(cfg.epochs):
         perm = np.asarray(jax.random.permutation(jax.random.fold_in(k_data, epoch), n))
         losses, accs = [], []
+        regs: Dict[str, list] = {}
         eps_t = 0.0
         sched: Dict[str, float] = {}
         for b in range(steps_per_epoch):
@@ -725,6 +978,14 @@ def train(
                 sched = schedule(cfg, t, steps_per_epoch)
                 state, m = step_fn(state, x_host[idx], y_host[idx], k_attack, np.float32(eps_t), np.float32(lr_t),
                                    np.float32(sched["kappa"]), np.float32(sched["beta_mix"]))
+            elif cfg.method in MMR_METHODS:
+                sched = mmr_schedule(cfg, t, steps_per_epoch, n_mmr_units)
+                state, m = step_fn(state, x_host[idx], y_host[idx], k_attack, np.float32(eps_t), np.float32(lr_t),
+                                   np.float32(1.0), np.float32(0.0), np.float32(sched["ramp"]),
+                                   np.int32(sched["k_b"]))
+                for name in ("mmr", "mmr_l1", "mmr_linf"):
+                    if name in m:
+                        regs.setdefault(name, []).append(m[name])
             else:
                 state, m = step_fn(state, x_host[idx], y_host[idx], k_attack, np.float32(eps_t),
                                    np.float32(lr_t))
@@ -743,6 +1004,11 @@ def train(
             rec["kappa"] = float(sched["kappa"])
             if cfg.method == "crown-ibp":
                 rec["beta_mix"] = float(sched["beta_mix"])
+        if cfg.method in MMR_METHODS:        # mean regulariser of the epoch; the schedule of its last update
+            for name, vals in regs.items():
+                rec[name] = float(jnp.mean(jnp.stack(vals)))
+            rec["mmr_ramp"] = float(sched["ramp"])
+            rec["mmr_k_b"] = int(sched["k_b"])
         if val_logits is not None:
             from rcurves.models.architectures import accuracy
 
@@ -783,9 +1049,15 @@ def _progress(total: int, desc: str, enabled: bool):
 __all__ = [
     "CERTIFIED",
     "METHODS",
+    "MMR_K_B",
+    "MMR_METHODS",
     "ROBUST",
     "certified_loss",
     "check_method_arch",
+    "check_mmr_model",
+    "mmr_k_b",
+    "mmr_schedule",
+    "mmr_units",
     "kl_softmax",
     "margin_lower_bounds",
     "ramp",
