@@ -4,6 +4,7 @@ import os
 import shutil
 
 from tests._experiments import load
+from tests.models.test_shipped import _copy_weights
 
 
 def test_committed_tables_are_what_the_generator_writes(tmp_path):
@@ -23,10 +24,7 @@ def test_rows_carry_the_recorded_numbers_and_drop_measurements_of_another_recipe
     mod = load("zoo_table")
     name = "digits-mlp-st"
     rec = shipped.manifest()[name]
-    dest = tmp_path / "weights"
-    shutil.copytree(os.path.join(shipped.WEIGHTS_DIR, rec["folder"]), dest / rec["folder"])
-    (dest / "manifest.json").write_text(json.dumps({"format": "rcurves-zoo-weights", "version": 1,
-                                                    "models": {name: rec}}))
+    dest, _ = _copy_weights(tmp_path, name)
     monkeypatch.setenv("RCURVES_WEIGHTS", str(dest))
     acc = json.load(open(dest / rec["folder"] / "meta.json"))["metrics"]["test_accuracy"]
     row = [r for r in mod.table_rows("small") if r.startswith(f"| `{name}`")][0]

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from rcurves import linear_distance, linear_perturbation
-from rcurves.data import digits
 from rcurves.models import ModelConfig, accuracy, apply_fn, init_params, make_logits_fn, mmr
 from rcurves.models.training import (
     TrainConfig, init_state, make_train_step, mmr_k_b, mmr_schedule, train,
@@ -17,13 +16,6 @@ KEY = jax.random.PRNGKey(0)
 NORMS = [("l2", 2), ("linf", np.inf), ("l1", 1)]
 DUAL_Q = {"l2": 2, "linf": 1, "l1": np.inf}
 TINY = ModelConfig(arch="mlp", input_shape=(6,), n_classes=4, hidden=(7, 5))   # a tiny random 2-layer MLP
-
-
-@pytest.fixture(scope="module")
-def data():
-    xtr, ytr = digits("train")
-    xte, yte = digits("test")
-    return xtr, ytr, xte, yte
 
 
 @pytest.fixture(scope="module")

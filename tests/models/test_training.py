@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import attacks
-from rcurves.data import digits
 from rcurves.models import ModelConfig, accuracy, make_logits_fn
 from rcurves.models.training import TrainConfig, eps_schedule, make_train_step, train
 
@@ -13,13 +12,6 @@ MLP = ModelConfig(arch="mlp", input_shape=(8, 8, 1), n_classes=10, hidden=(64,))
 LIN = ModelConfig(arch="linear", input_shape=(8, 8, 1), n_classes=10)
 KEY = jax.random.PRNGKey(0)
 ST_ACCURACY = 0.92   # measured 0.942 (MLP 64 hidden, 12 epochs, 1438 training images, 359 test)
-
-
-@pytest.fixture(scope="module")
-def data():
-    xtr, ytr = digits("train")
-    xte, yte = digits("test")
-    return xtr, ytr, xte, yte
 
 
 @pytest.fixture(scope="module")

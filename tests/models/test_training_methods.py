@@ -9,7 +9,6 @@ import pytest
 
 import attacks
 from rcurves import certify
-from rcurves.data import digits
 from rcurves.models import ModelConfig, accuracy, apply_fn, init_params, make_logits_fn
 from rcurves.models.training import (
     TrainConfig, certified_loss, kl_softmax, make_train_step, margin_lower_bounds, schedule, train,
@@ -20,13 +19,6 @@ MLP = ModelConfig(arch="mlp", input_shape=(8, 8, 1), n_classes=10, hidden=(32, 3
 KEY = jax.random.PRNGKey(0)
 # the bounds training computes, as one program (the training step compiles them inside its own)
 bounds_jit = jax.jit(margin_lower_bounds, static_argnums=0, static_argnames=("method", "norm", "bounds"))
-
-
-@pytest.fixture(scope="module")
-def data():
-    xtr, ytr = digits("train")
-    xte, yte = digits("test")
-    return xtr, ytr, xte, yte
 
 
 @pytest.fixture(scope="module")
