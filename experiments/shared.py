@@ -30,7 +30,7 @@ import argparse
 import functools
 import os
 import sys
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -62,9 +62,26 @@ def parse_args(doc: Optional[str], name: str, argv: Optional[Sequence[str]] = No
     return args
 
 
-def write_result(args: argparse.Namespace, payload, claims, figures: Sequence[str] = ()) -> str:
-    """Write ``<args.out>/<args.name>.json`` (:func:`rcurves.claims.record.write_result`)."""
+def write_result(args: argparse.Namespace, payload, claims,
+                 figures: Sequence[Union[str, Tuple[str, str]]] = ()) -> str:
+    """Write ``<args.out>/<args.name>.json`` (:func:`rcurves.claims.record.write_result`).
+
+    ``figures``: the PNGs drawn into ``args.out``, each a file name (or path) or a
+    ``(file name, caption)`` pair (:func:`save_figure` returns one); the caption
+    says what is drawn, the sample and n. The report shows a full run's figures
+    beside its claims.
+    """
     return record.write_result(args.name, args.out, args.quick, payload, claims, figures)
+
+
+def save_figure(fig, args: argparse.Namespace, file: str, caption: str, dpi: int = 120) -> Tuple[str, str]:
+    """Save the matplotlib figure ``fig`` as ``<args.out>/<file>``, close it, and return
+    ``(file, caption)`` for :func:`write_result`'s ``figures``."""
+    import matplotlib.pyplot as plt
+
+    fig.savefig(os.path.join(args.out, file), dpi=dpi)
+    plt.close(fig)
+    return file, caption
 
 
 # ---------------------------------------------------------------------------

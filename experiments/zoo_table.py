@@ -53,7 +53,7 @@ TARGETS = {  # name: (clean accuracy >=, (eps, robust error <=) or None)
 def reference(e):
     """(norm, eps) at which an entry's robust error is reported."""
     tr = e.train
-    if tr.method == "at":
+    if tr.eps > 0:   # AT, TRADES, certified training, MMR + AT: the training threat model
         return tr.norm, tr.eps
     return "linf", 0.05 if e.dataset == "digits" else 0.1
 

@@ -27,14 +27,13 @@ uses fewer random data sets and a coarser quadrature.
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # experiments/: shared.py
-from shared import parse_args, write_result
+from shared import parse_args, save_figure, write_result
 
 from rcurves.claims.record import claim, fmt
 
@@ -154,14 +153,14 @@ def main(argv=None):
               "reproduced" if std_not_oracle else "differs",
               "" if std_not_oracle else "the oracle had the best standard accuracy at every eps"),
     ]
-    figures = [_plot(eps, gen, std, args.out)]
+    figures = [_plot(eps, gen, std, args)]
     payload = {"eps_toy": eps_toy, "toy": toy, "eps": eps, "sunset_genuine": gen, "sunset_standard": std,
                "standard_best": std_best, "oracle_genuine_one_upto": oracle_one_upto}
     write_result(args, payload, claims, figures)
     return payload
 
 
-def _plot(eps, gen, std, out):
+def _plot(eps, gen, std, args):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -178,10 +177,11 @@ def _plot(eps, gen, std, out):
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
-    path = os.path.join(out, "genuine_theorem2.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, args, "genuine_theorem2.png",
+                       f"The sunset data (002 Section 1.3.1, l_2): genuine (left) and standard (right) adversarial "
+                       f"accuracy of the 1-NN of the circle and the segment, the parabolas x_1^2 = c x_2 (c = 4: the "
+                       f"oracle) and the disk, at eps {', '.join(fmt(e) for e in eps)}; deterministic quadrature of "
+                       f"the circle and the segment [-2, 2] x {{0}}, no sample")
 
 
 if __name__ == "__main__":

@@ -15,19 +15,20 @@ intervals that are the unique nearest data point of a point at distance eps
 
     python experiments/002_proper_measure/genuine_toy_1d.py --out results/experiments/genuine_toy_1d
 
-Writes ``genuine_toy_1d.json`` (curves, ARA, claims) and ``genuine_toy_1d.png``.
+Writes ``genuine_toy_1d.json`` (curves, ARA, claims), ``genuine_toy_1d.png`` (002 Figures 4 and 6: the
+exact a_std and a_gen curves of f1, f2, f3) and ``genuine_toy_1d_setup.png`` (002 Figures 2 and 3: the class
+densities and the three classifiers).
 ``--quick`` is the same computation (it takes milliseconds).
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # experiments/: shared.py
-from shared import parse_args, write_result
+from shared import parse_args, save_figure, write_result
 
 from rcurves.claims.record import claim, fmt
 
@@ -85,7 +86,7 @@ def main(argv=None):
               "half-open intervals instead (end points -1 and 2 dropped) they are 1/2 and 0, and the ranking is "
               "the same"),
     ]
-    figures = [_plot(eps, std, gen, args.out)]
+    figures = [_plot_setup(data, clfs, args), _plot(eps, std, gen, args)]
     payload = {"eps": eps, "standard": std, "genuine": gen, "ara": ara, "nn1_breaks": nn.breaks,
                "nn1_labels": nn.labels, "nn1_is_f3": nn_is_f3, "f2_minus_f3_standard_max": f2_eq_f3,
                "genuine_f1_on_0_1": gen_f1_inside, "genuine_f2_beyond_2": gen_f2_after}
@@ -93,7 +94,37 @@ def main(argv=None):
     return payload
 
 
-def _plot(eps, std, gen, out):
+def _plot_setup(data, clfs, args):
+    """002 Figures 2-3: the class densities p(x | c) of the toy data and the classifiers f1, f2, f3."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.linspace(-6.0, 4.0, 2001)
+    fig, axes = plt.subplots(4, 1, figsize=(6.5, 6.4), sharex=True)
+    for lo, hi, lab, mass, color in zip(data.lo, data.hi, data.label, data.mass, ("tab:red", "tab:blue")):
+        dens = np.where((x >= lo) & (x < hi), 1.0 / (hi - lo), 0.0)     # p(x | c): uniform on its interval
+        axes[0].plot(x, dens, color=color, label=f"p(x | c = {'-1' if lab == 0 else '+1'})")
+    axes[0].set_ylabel("p(x | c)")
+    axes[0].legend(fontsize=8)
+    axes[0].set_title("002 Fig. 2 (class densities) and Fig. 3 (f1, f2, f3)", fontsize=9)
+    for ax, (name, c) in zip(axes[1:], clfs.items()):
+        cls = np.asarray(c.labels)[np.searchsorted(np.asarray(c.breaks), x, side="right")]
+        ax.step(x, np.where(cls == 1, 1, -1), where="post", color="black")
+        ax.set_ylabel(name)
+        ax.set_yticks([-1, 1])
+    axes[-1].set_xlabel("x")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return save_figure(fig, args, "genuine_toy_1d_setup.png",
+                       "002 Figures 2 and 3 redrawn: top, the class densities of the 1-D toy data (c = -1 uniform on "
+                       "[-2, -1), red; c = +1 uniform on [1, 2), blue; prior 1/2 each); below, the classifiers f1 = "
+                       "step(x - 1), f2 = 1 - step(x + 4) + step(x) and f3 = step(x) (the oracle) on [-6, 4]; exact, "
+                       "no sample")
+
+
+def _plot(eps, std, gen, args):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -111,10 +142,10 @@ def _plot(eps, std, gen, out):
     axes[0, 0].set_ylabel("a_std(eps)")
     axes[1, 0].set_ylabel("a_gen(eps)")
     fig.tight_layout()
-    path = os.path.join(out, "genuine_toy_1d.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, args, "genuine_toy_1d.png",
+                       f"002 Figures 4 and 6 redrawn: exact standard adversarial accuracy a_std(eps) (top, Figure 4) "
+                       f"and genuine adversarial accuracy a_gen(eps) (bottom, Figure 6) of f1, f2, f3 on the 1-D toy "
+                       f"data, at {eps.size} thresholds in [0, 4]; exact interval arithmetic, no sample")
 
 
 if __name__ == "__main__":

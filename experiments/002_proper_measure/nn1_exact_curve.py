@@ -33,14 +33,13 @@ same machinery at the paper's scale (self-check row).
 """
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # experiments/: shared.py
-from shared import pair, parse_args, write_result
+from shared import pair, parse_args, save_figure, write_result
 
 from rcurves.claims.record import claim, fmt
 
@@ -121,7 +120,7 @@ def main(argv=None):
                                    - np.asarray(robust_accuracy(nn_d, GRID), np.float64)))) for k, d in models.items()}
     diff = gap_difference(nn_d, models[st.name], models[at.name], GRID, seed=args.seed)
     claims = _claims(args, sample, exact, cost, mnist, ra, gap, diff, beaten, len(yq), st.name, at.name)
-    figures = [_plot(exact, models, args.out)]
+    figures = [_plot(exact, models, sample, args)]
     payload = {"n": int(len(yq)), "sample": sample, "exact": exact, "cost": cost, "models": models,
                "robust_accuracy": ra, "gap_to_nn1": gap, "gap_difference_st_minus_at": diff,
                "models_beating_nn1": beaten, "mnist": mnist, "notes": {st.name: st.note, at.name: at.note}}
@@ -191,7 +190,7 @@ def _claims(args, sample, exact, cost, mnist, ra, gap, diff, beaten, n, st_name,
     ]
 
 
-def _plot(exact, models, out):
+def _plot(exact, models, sample, args):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -210,10 +209,10 @@ def _plot(exact, models, out):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    path = os.path.join(out, "nn1_exact_curve.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, args, "nn1_exact_curve.png",
+                       f"l_inf robustness curves (robust error against eps) on {sample}: the exact curve of the "
+                       f"Euclidean 1-NN of the training split (black) and the attack curves (minimal_distance, upper "
+                       f"bounds on the distances) of {', '.join(models)}")
 
 
 if __name__ == "__main__":

@@ -30,14 +30,13 @@ images to fit, all 10,000 test images to measure):
 from __future__ import annotations
 
 import math
-import os
 import pathlib
 import sys
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # experiments/: shared.py
-from shared import mnist_dataset, parse_args, write_result
+from shared import mnist_dataset, parse_args, save_figure, write_result
 
 from rcurves.claims.record import claim
 
@@ -155,14 +154,14 @@ def main(argv=None):
               "within 0.4 of it, so an l_inf adversary of 0.4 moves the count by more than the gap between 8s and "
               "other digits"),
     ]
-    figures = [_plot(cq, yq, rob, args.out)]
+    figures = [_plot(cq, yq, rob, sample, args)]
     payload = {"dataset": name, "auc_8": auc, "auc_interval": [lo, hi], "auc_per_class": per_class_auc,
                "threshold": t_clean, "clean_balanced": clean_bal, "robust": rob, "mean_count": means}
     write_result(args, payload, claims, figures)
     return payload
 
 
-def _plot(cq, yq, rob, out):
+def _plot(cq, yq, rob, sample, args):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -181,10 +180,11 @@ def _plot(cq, yq, rob, out):
     axes[1].set_ylabel("exact robust balanced accuracy")
     axes[1].legend()
     fig.tight_layout()
-    path = os.path.join(out, "pixel_count_feature.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, args, "pixel_count_feature.png",
+                       f"003 footnote 5's feature on {sample}: left, the distribution of the number of pixels above "
+                       f"1/2 for 8s and for the other digits; right, the exact worst-case (l_inf) balanced accuracy of "
+                       f"the rule '8 iff count >= t' against eps, with the clean threshold and with the threshold "
+                       f"fitted for each eps (dashed: 1/2, chance)", dpi=110)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,17 @@ __getattr__, __dir__ = attach(__name__, {
     'Verdict': 'rcurves.claims.verdicts:Verdict',
     'all_of': 'rcurves.claims.verdicts:all_of',
     'binom_two_sided': 'rcurves.claims.verdicts:binom_two_sided',
+    'bonferroni': 'rcurves.claims.verdicts:bonferroni',
     'correlation': 'rcurves.claims.verdicts:correlation',
     'greater': 'rcurves.claims.verdicts:greater',
+    'holm': 'rcurves.claims.verdicts:holm',
     'min_discordant': 'rcurves.claims.verdicts:min_discordant',
     'null_effect': 'rcurves.claims.verdicts:null_effect',
     'paired_direction': 'rcurves.claims.verdicts:paired_direction',
     'paired_effect': 'rcurves.claims.verdicts:paired_effect',
     'rate_below': 'rcurves.claims.verdicts:rate_below',
     'rate_matches': 'rcurves.claims.verdicts:rate_matches',
+    'rate_near': 'rcurves.claims.verdicts:rate_near',
     'share_lower': 'rcurves.claims.verdicts:share_lower',
     'value_matches': 'rcurves.claims.verdicts:value_matches',
     'wilson': 'rcurves.claims.verdicts:wilson',
@@ -41,4 +44,4 @@ __getattr__, __dir__ = attach(__name__, {
     'write_result': 'rcurves.claims.record:write_result',
 })
 
-__all__ = sorted(['knot_scan', 'mcnemar_scan', 'paired_order_test', 'significant_reversal', 'Agreement', 'agreement_with_reference', 'mcnemar_exact', 'KINDS', 'VERDICTS', 'Verdict', 'all_of', 'binom_two_sided', 'correlation', 'greater', 'min_discordant', 'null_effect', 'paired_direction', 'paired_effect', 'rate_below', 'rate_matches', 'share_lower', 'value_matches', 'wilson', 'claim', 'code_fingerprint', 'is_stale', 'changed_files', 'code_digest', 'write_result'])
+__all__ = sorted(['knot_scan', 'mcnemar_scan', 'paired_order_test', 'significant_reversal', 'Agreement', 'agreement_with_reference', 'mcnemar_exact', 'KINDS', 'VERDICTS', 'Verdict', 'all_of', 'binom_two_sided', 'bonferroni', 'correlation', 'greater', 'holm', 'min_discordant', 'null_effect', 'paired_direction', 'paired_effect', 'rate_below', 'rate_matches', 'rate_near', 'share_lower', 'value_matches', 'wilson', 'claim', 'code_fingerprint', 'is_stale', 'changed_files', 'code_digest', 'write_result'])

@@ -24,7 +24,7 @@ import math
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from rcurves.claims.verdicts import KINDS, VERDICTS, Verdict
 
@@ -165,24 +165,63 @@ def is_stale(doc: Dict[str, Any], root: str = ROOT) -> bool:
     return bool(changed_files(doc, root))
 
 
+def figure_entries(figures: Any) -> List[Dict[str, str]]:
+    """A run's figures as ``[{'file': name, 'caption': text}]``, from any form they are given or stored in.
+
+    ``figures`` is a result's JSON (a dict with ``'figures'``) or a list whose
+    items are each a file name or path (``str`` or path-like; caption ``''``),
+    a ``(file, caption)`` pair, or a ``{'file': ..., 'caption': ...}`` dict (the
+    JSON form). Only the file's base name is kept: a figure lives in its run's
+    ``--out`` folder. Committed JSONs written before captions hold plain names;
+    they read the same way.
+    """
+    if isinstance(figures, dict):
+        figures = figures.get("figures") or ()
+    out = []
+    for item in figures:
+        if isinstance(item, dict) and "file" in item:
+            file, caption = item["file"], item.get("caption", "")
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            file, caption = item
+        elif isinstance(item, (str, os.PathLike)):
+            file, caption = item, ""
+        else:
+            raise ValueError(f"figures: expected a file name or a (file, caption) pair, got {item!r}")
+        file = os.path.basename(os.fspath(file))
+        if not file or not isinstance(caption, str):
+            raise ValueError(f"figures: expected a file name and a str caption, got {item!r}")
+        out.append({"file": file, "caption": " ".join(caption.split())})
+    return out
+
+
 def write_result(name: str, out: str, quick: bool, payload: Dict[str, Any], claims: List[Dict[str, str]],
-                 figures: Sequence[str] = ()) -> str:
-    """Write ``<out>/<name>.json`` atomically: payload, claims, figures, quick flag, run time and code fingerprint."""
+                 figures: Sequence[Union[str, Tuple[str, str]]] = ()) -> str:
+    """Write ``<out>/<name>.json`` atomically: payload, claims, figures, quick flag, run time and code fingerprint.
+
+    ``figures``: the PNGs the run drew into ``out``, each a file name (or path) or a
+    ``(file name, caption)`` pair; the caption says what is drawn, the sample and
+    n. Recorded as ``[{'file': base name, 'caption': caption or ''}]``
+    (:func:`figure_entries` reads both this and the older list of names).
+    """
     from rcurves.files import atomic_write_json, jsonable
 
     for c in claims:
         if set(c) != CLAIM_KEYS:
             raise ValueError(f"claims: malformed entry {c!r} (use rcurves.claims.record.claim)")
+    figs = figure_entries(list(figures))
     doc = {"experiment": name, "quick": bool(quick), "seconds": round(time.time() - _T0, 1),
-           "claims": claims, "figures": [os.path.basename(f) for f in figures], "code": code_fingerprint()}
+           "claims": claims, "figures": figs, "code": code_fingerprint()}
     doc.update(jsonable(payload))
     path = os.path.join(out, f"{name}.json")
     atomic_write_json(path, doc)
     for c in claims:
         print(f"[{c['verdict']}] {c['paper']} {c['item']}: {c['ours']}")
+    for f in figs:
+        if not os.path.isfile(os.path.join(out, f["file"])):
+            print(f"warning: figure {f['file']} is not in {out}")
     print(f"wrote {path}")
     return path
 
 
-__all__ = ["CLAIM_KEYS", "FINGERPRINT_SCHEME", "changed_files", "claim", "code_digest", "code_fingerprint", "fmt",
-           "is_stale", "loaded_files", "write_result"]
+__all__ = ["CLAIM_KEYS", "FINGERPRINT_SCHEME", "changed_files", "claim", "code_digest", "code_fingerprint",
+           "figure_entries", "fmt", "is_stale", "loaded_files", "write_result"]

@@ -3,43 +3,54 @@
 A claim of a paper is checked by a test whose rule is the paper's statement,
 not a weaker one, and every rule here can return each of its verdicts (the
 unit tests feed each one a case that must fail). A :class:`Verdict` carries
-the test, its statistic, its p-value or interval and ``n``:
+the verdict, the test (its statistic, p-value or interval and ``n``), why, and
+``p``: the p-value that decided it, on the scale of the ``alpha`` the rule was
+given (``None`` where an interval decides):
 
 * **reproduced** -- the paper's effect shows, in its direction (and, where the
   paper gives a number, within the stated tolerance);
 * **differs** -- the sample could have shown the effect and shows its
   absence or its opposite;
 * **inconclusive** -- the sample could not have shown the paper's effect either
-  way (the smallest p-value the test can reach is above ``alpha``, or the
+  way (the test had too little power against the stated effect, or the
   interval is too wide); the verdict says what ``n`` would do.
 
-Effect claims ("A is more robust than B") and null claims ("no significant
-difference") are treated symmetrically: a null claim passes only where the
-test had the power to reject it (:func:`null_effect`), so a small sample
-cannot reproduce it by saying nothing.
+Every effect claim ("A is more robust than B") is decided by one ladder,
+:func:`_ladder`: significant for the claim -> reproduced; significant against
+it -> differs; not significant although the test could have shown the stated
+effect (power against it, or the most extreme sample reaching the level) ->
+differs; otherwise inconclusive, with the sample that would be needed. Null
+claims ("no significant difference") are treated symmetrically: a null claim
+passes only where the test had the power to reject it (:func:`null_effect`,
+:func:`paired_null`), so a small sample cannot reproduce it by saying nothing.
 
 Rules:
-  :func:`paired_effect`, :func:`null_effect` -- exact McNemar on paired points;
-  :func:`rate_matches` -- a proportion against the paper's number (Wilson interval);
+  :func:`paired_effect`, :func:`null_effect` -- exact McNemar on paired points (power against a stated split);
+  :func:`paired_direction` -- :func:`paired_effect` with the paper's own split as the effect;
+  :func:`rate_matches` -- a proportion against the paper's number, absolute tolerance (Wilson interval);
+  :func:`rate_near` -- a proportion against the paper's number, relative tolerance (Clopper-Pearson interval);
+  :func:`rate_below` -- a proportion claimed below a bound (Wilson interval);
   :func:`greater` -- a difference of two means with standard errors (z test);
   :func:`correlation` -- a rank correlation's sign, exact permutation p-value;
-  :func:`all_of` -- a conjunction (the worst verdict wins, reasons joined);
-  :func:`paired_direction` -- :func:`paired_effect` with the power against a known effect size;
-  :func:`rate_below` -- a proportion claimed below a bound (Wilson interval);
   :func:`value_matches` -- a deterministic number on the paper's own data, within a tolerance;
-  :func:`share_lower` -- one proportion below another, independent samples (Fisher exact).
+  :func:`share_lower` -- one proportion below another, independent samples (Fisher exact);
+  :func:`dominates`, :func:`ranking_changes` -- orders of two models over many thresholds;
+  :func:`paired_greater`, :func:`paired_null`, :func:`interval_above`, :func:`auc_greater` -- paired means,
+  intervals, a score's ranking power;
+  :func:`all_of` -- a conjunction (the worst verdict wins, reasons joined);
+  :func:`holm`, :func:`bonferroni` -- a family of rules decided at multiplicity-corrected levels.
 """
 from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-__all__ = ["KINDS", "VERDICTS", "Verdict", "all_of", "binom_two_sided", "correlation", "greater",
-           "min_discordant", "null_effect", "paired_direction", "paired_effect", "rate_below", "rate_matches",
-           "share_lower", "value_matches", "wilson"]
+__all__ = ["KINDS", "VERDICTS", "Verdict", "all_of", "binom_two_sided", "bonferroni", "correlation", "greater",
+           "holm", "min_discordant", "null_effect", "paired_direction", "paired_effect", "rate_below",
+           "rate_matches", "rate_near", "share_lower", "value_matches", "wilson"]
 
 VERDICTS = ("reproduced", "differs", "inconclusive", "not reproducible here")
 KINDS = ("paper", "self-check", "beyond")
@@ -47,11 +58,14 @@ _ORDER = {"reproduced": 0, "inconclusive": 1, "differs": 2, "not reproducible he
 
 
 class Verdict(NamedTuple):
-    """A decided claim: the verdict, what was tested (test, statistic, p or interval, n), and why."""
+    """A decided claim: the verdict, what was tested (test, statistic, p or interval, n), why, and the
+    p-value that decided it (``p``, for the claim's direction, on the scale of the rule's ``alpha``;
+    ``None`` where no p-value decides, e.g. an interval rule)."""
 
     verdict: str
     test: str
     why: str = ""
+    p: Optional[float] = None
 
     @property
     def ok(self) -> bool:
@@ -69,6 +83,56 @@ def _count(v: Any, name: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
         raise ValueError(f"{name}: expected a count >= 0, got {v!r}")
     return int(v)
+
+
+def _share(effect: float, name: str = "effect", of: str = "the claim side's share of discordant points") -> float:
+    q = float(effect)
+    if not 0.5 < q < 1.0:
+        raise ValueError(f"{name}: expected {of} in (0.5, 1), got {effect!r}")
+    return q
+
+
+def _power_target(power: float) -> float:
+    pw = float(power)
+    if not 0.0 < pw < 1.0:
+        raise ValueError(f"power: expected a probability in (0, 1), got {power!r}")
+    return pw
+
+
+def _ladder(test: str, *, what: str, level: Optional[float] = None, p_for: Optional[float] = None,
+            p_against: Optional[float] = None, sig_for: Optional[bool] = None, sig_against: Optional[bool] = None,
+            could: bool = False, against: str = "", null: str = "", need: Union[str, Callable[[], str]] = "",
+            against_first: bool = False, p: Optional[float] = None) -> Verdict:
+    """The one decision of an effect claim; every effect rule here ends in it.
+
+    1. significant for the claim (``sig_for``, default ``p_for < level``) -> **reproduced**;
+    2. significant against it (``sig_against``, default ``p_against < level``) -> **differs**, ``against``
+       saying why (default: "significant the other way");
+    3. neither, but the test could have shown the stated effect (``could``: its power against the effect
+       reached the target, or the most extreme sample reaches the level) -> **differs**, ``null`` saying why;
+    4. otherwise -> **inconclusive**, ``need`` saying what sample would settle it (a callable is evaluated
+       only here, so rules can defer an expensive sample-size search).
+
+    ``against_first``: check 2 before 1, for claims that also say "nowhere the other way"
+    (:func:`dominates`). The verdict's ``p`` is ``p`` if given, else ``p_for``.
+    """
+    sf = bool(sig_for) if sig_for is not None else (p_for is not None and p_for < level)
+    sa = bool(sig_against) if sig_against is not None else (p_against is not None and p_against < level)
+    rep = p_for if p is None else p
+    if sf and not (against_first and sa):
+        return Verdict("reproduced", test, "", rep)
+    if sa:
+        tail = f", p = {p_against:.2g}" if p_against is not None else ""
+        return Verdict("differs", test, against or f"significant the other way ({what} reversed{tail})", rep)
+    if could:
+        return Verdict("differs", test, null or f"no significant effect in {what}, although the test could have "
+                                                f"shown it", rep)
+    return Verdict("inconclusive", test, need() if callable(need) else need, rep)
+
+
+def _first_powered(power_at: Callable[[int], float], power: float, start: int, limit: int = 100000) -> Optional[int]:
+    """The smallest ``m >= start`` (below ``limit``) with ``power_at(m) >= power``, or None."""
+    return next((m for m in range(max(1, start), limit) if power_at(m) >= power), None)
 
 
 def binom_two_sided(k: int, n: int) -> float:
@@ -93,34 +157,82 @@ def min_discordant(alpha: float = 0.05) -> int:
     return int(math.ceil(math.log2(1.0 / _alpha(alpha))))
 
 
+def _one_sided_power(k: int, q: float, a: float) -> float:
+    """Power of the one-sided exact McNemar test (level ``a``) on ``k`` discordant points when a share
+    ``q`` of them go the claim's way."""
+    from scipy.stats import binom
+
+    if k == 0:
+        return 0.0
+    ks = np.arange(k + 1)
+    reject = binom.sf(ks - 1, k, 0.5) < a            # P(X >= c) < a: the claim's way significant at c
+    return float(binom.pmf(ks, k, q)[reject].sum())
+
+
+def _approx_discordant(q: float, a: float, power: float) -> int:
+    """Normal approximation of the discordant points a one-sided McNemar test at level ``a`` needs for
+    ``power`` against a split ``q`` (a starting point for the exact search)."""
+    from scipy.stats import norm
+
+    za, zb = float(norm.ppf(1 - a)), float(norm.ppf(power))
+    return int(((za * 0.5 + zb * math.sqrt(q * (1 - q))) / (q - 0.5)) ** 2)
+
+
 def paired_effect(n_for: int, n_against: int, *, alpha: float = 0.05, what: str = "the claimed direction",
-                  tests: int = 1) -> Verdict:
+                  tests: int = 1, effect: float = 0.75, power: float = 0.8) -> Verdict:
     """Effect claim on paired points: the discordant points favour the claim significantly.
 
-    ``n_for``: points that go the claim's way only (e.g. broken by the
-    less robust model only), ``n_against`` the other way. One-sided exact
-    McNemar (binomial at 1/2) at ``alpha / tests`` (Bonferroni). reproduced:
-    significant for the claim; differs: significant against it (one-sided,
-    same level), or not significant although the test could have been (the
-    effect is not there at this n); inconclusive: even with every discordant
-    point for the claim the test could not reach the level.
+    ``n_for``: points that go the claim's way only (e.g. broken by the less
+    robust model only), ``n_against`` the other way. One-sided exact McNemar
+    (binomial at 1/2) at level ``alpha / tests`` (Bonferroni), by the one
+    ladder (:func:`_ladder`):
+
+    * reproduced -- significant for the claim;
+    * differs -- significant against it (one-sided, same level), or not
+      significant although the test had at least ``power`` against a
+      discordant split of ``effect`` (the claim side's share; the paper's own
+      where it gives one, else 3:1);
+    * inconclusive -- not significant and underpowered; the reason says about
+      how many discordant points would give that power.
+
+    ``p`` of the verdict: the one-sided p for the claim times ``tests`` (capped
+    at 1), so that it compares with ``alpha``.
     """
-    a = _alpha(alpha) / max(1, int(tests))
+    t = max(1, int(tests))
+    a = _alpha(alpha) / t
+    q, target = _share(effect), _power_target(power)
     nf, na = _count(n_for, "n_for"), _count(n_against, "n_against")
     k = nf + na
     p_for, p_against = _binom_one_sided(nf, k), _binom_one_sided(na, k)
-    test = (f"exact one-sided McNemar on {k} discordant points ({nf} for, {na} against): p = {p_for:.2g}"
-            f" (level {a:.2g})")
-    if p_for < a:
-        return Verdict("reproduced", test)
-    if p_against < a:
-        return Verdict("differs", test, f"significant the other way ({what} reversed, p = {p_against:.2g})")
-    if 0.5 ** k >= a:
-        need = int(math.ceil(math.log2(1.0 / a)))
-        return Verdict("inconclusive", test, f"only {k} discordant points: the test cannot reach {a:.2g} with fewer "
-                                             f"than {need} (all in one direction); a larger sample is needed")
-    return Verdict("differs", test, f"no significant effect in {what} (p = {p_for:.2g} with {k} discordant points, "
-                                    f"which could have reached {a:.2g})")
+    pw = _one_sided_power(k, q, a)
+    test = (f"exact one-sided McNemar on {k} discordant points ({nf} for, {na} against): p = {p_for:.2g} "
+            f"(level {a:.2g}); power {pw:.2f} against the split {q:.3f}")
+
+    def need() -> str:
+        m = _first_powered(lambda m: _one_sided_power(m, q, a), target,
+                           max(k + 1, int(0.7 * _approx_discordant(q, a, target))))
+        few = min_discordant(a)
+        floor = (f" (the test cannot reach {a:.2g} with fewer than {few}, all in one direction)" if k < few else "")
+        return (f"power {pw:.2f} < {target:g} against the split {q:.3f} with {k} discordant points{floor}: the "
+                f"sample could not have shown the effect; about {m} would be needed")
+
+    return _ladder(test, what=what, level=a, p_for=p_for, p_against=p_against, could=pw >= target,
+                   null=f"no significant effect in {what} (p = {p_for:.2g} with {k} discordant points), although "
+                        f"the test had power {pw:.2f} against the split {q:.3f}",
+                   need=need, p=min(1.0, p_for * t))
+
+
+def paired_direction(n_for: int, n_against: int, *, effect: float, alpha: float = 0.05, power: float = 0.8,
+                     what: str = "the claimed direction") -> Verdict:
+    """Effect claim on paired points whose size is known (the paper's own split): :func:`paired_effect`
+    with ``effect`` required (the claim's share, e.g. the paper's ``n_for / (n_for + n_against)``).
+
+    reproduced: significant for the claim; differs: significant against it, or
+    not significant although the test had ``power`` against the split ``effect``;
+    inconclusive: not significant and underpowered, with the number of
+    discordant points that would give the power.
+    """
+    return paired_effect(n_for, n_against, alpha=alpha, what=what, effect=effect, power=power)
 
 
 def null_effect(n_a: int, n_b: int, *, alpha: float = 0.05, effect: float = 0.75,
@@ -132,7 +244,8 @@ def null_effect(n_a: int, n_b: int, *, alpha: float = 0.05, effect: float = 0.75
     least ``power`` to detect a discordant split of ``effect`` (the larger
     side's share: the paper's own where it gives one, else 3:1);
     inconclusive otherwise, with the number of discordant points that would
-    give that power.
+    give that power. ``p``: the two-sided p (small p refutes this claim: a
+    null claim does not belong in :func:`holm`).
     """
     a = _alpha(alpha)
     na_, nb_ = _count(n_a, "n_a"), _count(n_b, "n_b")
@@ -140,18 +253,16 @@ def null_effect(n_a: int, n_b: int, *, alpha: float = 0.05, effect: float = 0.75
     p = binom_two_sided(na_, k)
     test = f"exact two-sided McNemar on {k} discordant points ({na_} vs {nb_}): p = {p:.2g}"
     if p < a:
-        return Verdict("differs", test, f"the difference is significant (p = {p:.2g} < {a:g})")
-    q = float(effect)
-    if not 0.5 < q < 1.0:
-        raise ValueError(f"effect: expected the larger side's share in (0.5, 1), got {effect!r}")
+        return Verdict("differs", test, f"the difference is significant (p = {p:.2g} < {a:g})", p)
+    q = _share(effect, of="the larger side's share")
     pw = _mcnemar_power(k, q, a)
     test += f"; power {pw:.2f} against a {q:.2f} split"
     if pw >= power:
-        return Verdict("reproduced", test)
-    need = next((m for m in range(k + 1, 100000) if _mcnemar_power(m, q, a) >= power), None)
+        return Verdict("reproduced", test, "", p)
+    need = _first_powered(lambda m: _mcnemar_power(m, q, a), power, k + 1)
     return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} to see a {q:.2f} split with {k} discordant "
                                          f"points: the sample could not have shown a difference; about {need} "
-                                         f"would be needed")
+                                         f"would be needed", p)
 
 
 def _mcnemar_power(k: int, q: float, a: float) -> float:
@@ -202,15 +313,65 @@ def rate_matches(k: int, n: int, paper: float, *, tol: float, alpha: float = 0.0
     return Verdict("reproduced", test)
 
 
+def rate_near(k: int, n: int, paper: float, *, rel_tol: float, alpha: float = 0.05,
+              what: str = "the rate") -> Verdict:
+    """A proportion against the paper's rate on a relative scale: is our rate within a factor
+    ``1 + rel_tol`` of ``paper``?
+
+    The band is ``[paper / (1 + rel_tol), paper * (1 + rel_tol)]``; our
+    rate's exact ``1 - alpha`` Clopper-Pearson interval of ``k / n`` decides:
+
+    * reproduced -- the interval meets the band and is at most twice the
+      band's width (the sample places the rate);
+    * differs -- the interval lies wholly outside the band (below or above);
+    * inconclusive -- the interval meets the band but is wider than twice its
+      width (too few points to place the rate).
+
+    For rates near 0 (error rates, attack success) where an absolute
+    tolerance (:func:`rate_matches`) is meaningless. ``p``: the exact
+    two-sided binomial p-value against ``paper`` (a small p speaks against
+    the claim; not for :func:`holm`).
+    """
+    from scipy.stats import binomtest
+
+    a = _alpha(alpha)
+    kk, nn = _count(k, "k"), _count(n, "n")
+    if nn == 0:
+        raise ValueError(f"n: expected at least one point, got {n!r}")
+    if kk > nn:
+        raise ValueError(f"k: expected at most n = {nn}, got {kk}")
+    pp = float(paper)
+    if not 0.0 < pp < 1.0:
+        raise ValueError(f"paper: expected a rate in (0, 1), got {paper!r}")
+    r = float(rel_tol)
+    if not (math.isfinite(r) and r > 0):
+        raise ValueError(f"rel_tol: expected a relative tolerance > 0, got {rel_tol!r}")
+    res = binomtest(kk, nn, pp)
+    ci = res.proportion_ci(confidence_level=1 - a, method="exact")
+    lo, hi = float(ci.low), float(ci.high)
+    b_lo, b_hi = pp / (1 + r), min(1.0, pp * (1 + r))
+    p = float(res.pvalue)
+    test = (f"{what} {kk}/{nn} = {kk / nn:.4f}, {1 - a:.0%} Clopper-Pearson [{lo:.4f}, {hi:.4f}] vs the paper's "
+            f"{pp:.4g} within a factor {1 + r:g} ([{b_lo:.4f}, {b_hi:.4f}]); exact two-sided binomial p = {p:.2g}")
+    if hi < b_lo or lo > b_hi:
+        side = "below" if hi < b_lo else "above"
+        return Verdict("differs", test, f"{what} is {side} the paper's {pp:.4g} by more than a factor {1 + r:g}", p)
+    if hi - lo > 2 * (b_hi - b_lo):
+        return Verdict("inconclusive", test, f"n = {nn} gives an interval of width {hi - lo:.4f} > 2 x the band's "
+                                             f"{b_hi - b_lo:.4f}: a larger sample is needed to place {what}", p)
+    return Verdict("reproduced", test, "", p)
+
+
 def greater(mean_a: float, se_a: float, mean_b: float, se_b: float, *, alpha: float = 0.05, factor: float = 1.0,
             what: str = "a > b") -> Verdict:
     """``mean_a > factor * mean_b`` for independent estimates with standard errors (one-sided z test).
 
-    ``factor`` > 1 tests "much higher" as a ratio (e.g. 2). reproduced:
-    significant for the claim; differs: significant against it, or not
-    significant although the test could resolve a gap the size of
-    ``factor * mean_b``; inconclusive: a value is missing, or the smallest
-    gap the test can resolve (``z_(1-alpha) * se``) exceeds ``|factor * mean_b|``.
+    ``factor`` > 1 tests "much higher" as a ratio (e.g. 2). By the one ladder
+    (:func:`_ladder`): reproduced: significant for the claim; differs:
+    significant against it, or not significant although the test could
+    resolve a gap the size of ``factor * mean_b``; inconclusive: a value is
+    missing, or the smallest gap the test can resolve (``z_(1-alpha) * se``)
+    exceeds ``|factor * mean_b|``. ``p``: the one-sided z test's.
     """
     from scipy.stats import norm
 
@@ -226,24 +387,24 @@ def greater(mean_a: float, se_a: float, mean_b: float, se_b: float, *, alpha: fl
     p = float(norm.sf(z))
     test = (f"{what}: {mean_a:.4g} +- {se_a:.2g} vs {'' if f == 1 else f'{f:g} x '}{mean_b:.4g} +- {se_b:.2g}, "
             f"one-sided z = {z:.2f}, p = {p:.2g}")
-    if p < a:
-        return Verdict("reproduced", test)
-    if float(norm.cdf(z)) < a:
-        return Verdict("differs", test, f"significantly the other way ({what} fails, z = {z:.2f})")
     zc = float(norm.ppf(1 - a))
-    if abs(f * float(mean_b)) > 0 and zc * se > abs(f * float(mean_b)):
-        return Verdict("inconclusive", test, f"the standard error ({se:.2g}) is too large to tell at level {a:g}")
-    return Verdict("differs", test, f"not significant ({what}: z = {z:.2f})")
+    gap = abs(f * float(mean_b))
+    return _ladder(test, what=what, level=a, p_for=p, p_against=float(norm.cdf(z)),
+                   could=not (gap > 0 and zc * se > gap),
+                   against=f"significantly the other way ({what} fails, z = {z:.2f})",
+                   null=f"not significant ({what}: z = {z:.2f})",
+                   need=f"the standard error ({se:.2g}) is too large to tell at level {a:g}")
 
 
 def correlation(x: Sequence[float], y: Sequence[float], *, sign: int = 1, alpha: float = 0.05,
                 what: str = "the rank correlation") -> Verdict:
     """The sign of Spearman's rank correlation, exact one-sided permutation p-value (n <= 8) or scipy's.
 
-    reproduced: significant in the direction ``sign``; differs: significant
-    the other way, or not significant although ``n`` could have been;
-    inconclusive: ``n`` so small that no ordering reaches ``alpha``
-    (``1 / n! >= alpha``, i.e. n <= 3 at 5 %).
+    By the one ladder (:func:`_ladder`): reproduced: significant in the
+    direction ``sign``; differs: significant the other way, or not significant
+    although ``n`` could have been; inconclusive: ``n`` so small that no
+    ordering reaches ``alpha`` (``1 / n! >= alpha``, i.e. n <= 3 at 5 %).
+    ``p``: the one-sided p in the direction ``sign``.
     """
     from scipy.stats import spearmanr
 
@@ -254,7 +415,10 @@ def correlation(x: Sequence[float], y: Sequence[float], *, sign: int = 1, alpha:
     n = xs.size
     if n < 2:
         return Verdict("inconclusive", f"{what}: n = {n}", "fewer than two values")
-    rho = float(spearmanr(xs, ys).statistic) if n >= 2 else float("nan")
+    if np.ptp(xs) == 0 or np.ptp(ys) == 0:    # a constant side has no ranks: no correlation either way
+        return Verdict("differs", f"{what}: n = {n}, one side constant", "no rank correlation: one side is "
+                       "constant", 1.0)
+    rho = float(spearmanr(xs, ys).statistic)
     if n <= 8:
         from scipy.stats import rankdata
 
@@ -272,18 +436,19 @@ def correlation(x: Sequence[float], y: Sequence[float], *, sign: int = 1, alpha:
         p_other = float(spearmanr(xs, ys, alternative="less" if sign > 0 else "greater").pvalue)
         min_p = 0.0
     test = f"{what}: Spearman rho = {rho:.2f} over n = {n}, one-sided p = {p:.2g}"
-    if p < a:
-        return Verdict("reproduced", test)
-    if p_other < a:
-        return Verdict("differs", test, f"significantly of the opposite sign (p = {p_other:.2g})")
-    if min_p >= a:
-        need = next(m for m in range(2, 30) if 1.0 / math.factorial(m) < a)
-        return Verdict("inconclusive", test, f"n = {n} values cannot reach p < {a:g} (at least {need} needed)")
-    return Verdict("differs", test, f"not significant (rho = {rho:.2f}, p = {p:.2g}, n = {n})")
+
+    def need() -> str:
+        m = next(m for m in range(2, 30) if 1.0 / math.factorial(m) < a)
+        return f"n = {n} values cannot reach p < {a:g} (at least {m} needed)"
+
+    return _ladder(test, what=what, level=a, p_for=p, p_against=p_other, could=min_p < a,
+                   against=f"significantly of the opposite sign (p = {p_other:.2g})",
+                   null=f"not significant (rho = {rho:.2f}, p = {p:.2g}, n = {n})", need=need)
 
 
 def all_of(*verdicts: Verdict, test_sep: str = "; ") -> Verdict:
-    """A conjunction: the worst verdict (differs > inconclusive > reproduced), tests and reasons joined."""
+    """A conjunction: the worst verdict (differs > inconclusive > reproduced), tests and reasons joined.
+    (``p`` is not carried: a conjunction has no single p-value.)"""
     if not verdicts:
         raise ValueError("verdicts: expected at least one")
     worst = max(verdicts, key=lambda v: _ORDER[v.verdict]).verdict
@@ -291,60 +456,14 @@ def all_of(*verdicts: Verdict, test_sep: str = "; ") -> Verdict:
     return Verdict(worst, test_sep.join(v.test for v in verdicts), why)
 
 
-def _one_sided_power(k: int, q: float, a: float) -> float:
-    """Power of the one-sided exact McNemar test (level ``a``) on ``k`` discordant points when a share
-    ``q`` of them go the claim's way."""
-    from scipy.stats import binom
-
-    if k == 0:
-        return 0.0
-    ks = np.arange(k + 1)
-    reject = binom.sf(ks - 1, k, 0.5) < a            # P(X >= c) < a: the claim's way significant at c
-    return float(binom.pmf(ks, k, q)[reject].sum())
-
-
-def paired_direction(n_for: int, n_against: int, *, effect: float, alpha: float = 0.05, power: float = 0.8,
-                     what: str = "the claimed direction") -> Verdict:
-    """Effect claim on paired points whose size is known (the paper's own split): significant, or powerless.
-
-    Like :func:`paired_effect` (one-sided exact McNemar on ``n_for`` vs
-    ``n_against`` discordant points), but a non-significant result counts
-    against the claim only when the test had ``power`` to detect a discordant
-    split of ``effect`` (the claim's share, e.g. the paper's ``n_for / (n_for +
-    n_against)``). reproduced: significant for the claim; differs: significant
-    against it, or not significant although the power was reached;
-    inconclusive: not significant and underpowered, with the number of
-    discordant points that would give the power.
-    """
-    a = _alpha(alpha)
-    nf, na = _count(n_for, "n_for"), _count(n_against, "n_against")
-    q = float(effect)
-    if not 0.5 < q < 1.0:
-        raise ValueError(f"effect: expected the claim's share of discordant points in (0.5, 1), got {effect!r}")
-    k = nf + na
-    p_for, p_against = _binom_one_sided(nf, k), _binom_one_sided(na, k)
-    pw = _one_sided_power(k, q, a)
-    test = (f"exact one-sided McNemar on {k} discordant points ({nf} for, {na} against): p = {p_for:.2g} "
-            f"(level {a:g}); power {pw:.2f} against the split {q:.3f}")
-    if p_for < a:
-        return Verdict("reproduced", test)
-    if p_against < a:
-        return Verdict("differs", test, f"significant the other way ({what} reversed, p = {p_against:.2g})")
-    if pw >= power:
-        return Verdict("differs", test, f"no significant effect in {what} although the test had power {pw:.2f} "
-                                        f"against the split {q:.3f}")
-    need = next((m for m in range(k + 1, 100000) if _one_sided_power(m, q, a) >= power), None)
-    return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} against the split {q:.3f} with {k} discordant "
-                                         f"points: about {need} would be needed")
-
-
 def rate_below(k: int, n: int, bound: float, *, alpha: float = 0.05, what: str = "the rate") -> Verdict:
     """A proportion claimed to be below ``bound`` (e.g. "fewer than half"): the Wilson interval decides.
 
-    reproduced: the ``1 - alpha`` Wilson interval of ``k / n`` lies below
-    ``bound``; differs: it lies above (at or above the bound significantly);
-    inconclusive: it contains ``bound``, with the ``n`` that would put the
-    interval below it at the observed rate (none when that rate is not below).
+    By the one ladder (:func:`_ladder`, no power step): reproduced: the
+    ``1 - alpha`` Wilson interval of ``k / n`` lies below ``bound``; differs:
+    it lies above (at or above the bound significantly); inconclusive: it
+    contains ``bound``, with the ``n`` that would put the interval below it at
+    the observed rate (none when that rate is not below). ``p``: None.
     """
     kk, nn = _count(k, "k"), _count(n, "n")
     if kk > nn:
@@ -355,25 +474,25 @@ def rate_below(k: int, n: int, bound: float, *, alpha: float = 0.05, what: str =
     lo, hi = wilson(kk, nn, alpha)
     rate = kk / nn if nn else float("nan")
     test = f"{what} {kk}/{nn} = {rate:.3f}, {1 - _alpha(alpha):.0%} Wilson [{lo:.3f}, {hi:.3f}] vs < {b:g}"
-    if nn and hi < b:
-        return Verdict("reproduced", test)
-    if nn and lo > b:
-        return Verdict("differs", test, f"{what} is significantly above {b:g}")
-    if not nn or rate >= b:
-        return Verdict("inconclusive", test, f"{what} is not below {b:g} here" + ("" if nn else " (no points)")
-                       + " and the interval contains it: no larger sample at this rate would show the claim")
-    m = nn
-    while wilson(int(round(rate * m)), m, alpha)[1] >= b and m < 10 ** 9:
-        m *= 2
-    lo_m, hi_m = nn, m
-    while hi_m - lo_m > 1:                     # the smallest n at this rate whose interval ends below the bound
-        mid = (lo_m + hi_m) // 2
-        if wilson(int(round(rate * mid)), mid, alpha)[1] < b:
-            hi_m = mid
-        else:
-            lo_m = mid
-    return Verdict("inconclusive", test, f"the interval contains {b:g}: about n = {hi_m} points at this rate would "
-                                         f"put it below")
+
+    def need() -> str:
+        if not nn or rate >= b:
+            return (f"{what} is not below {b:g} here" + ("" if nn else " (no points)")
+                    + " and the interval contains it: no larger sample at this rate would show the claim")
+        m = nn
+        while wilson(int(round(rate * m)), m, alpha)[1] >= b and m < 10 ** 9:
+            m *= 2
+        lo_m, hi_m = nn, m
+        while hi_m - lo_m > 1:                     # the smallest n at this rate whose interval ends below the bound
+            mid = (lo_m + hi_m) // 2
+            if wilson(int(round(rate * mid)), mid, alpha)[1] < b:
+                hi_m = mid
+            else:
+                lo_m = mid
+        return f"the interval contains {b:g}: about n = {hi_m} points at this rate would put it below"
+
+    return _ladder(test, what=what, sig_for=bool(nn and hi < b), sig_against=bool(nn and lo > b),
+                   against=f"{what} is significantly above {b:g}", need=need)
 
 
 def value_matches(ours: float, paper: float, *, tol: float, what: str = "the value") -> Verdict:
@@ -484,10 +603,12 @@ def dominates(only_a: Any, only_b: Any, *, alpha: float = 0.05, tests: Optional[
 
     ``only_a``, ``only_b``: ``(m,)`` points broken within each threshold by ``a`` only / ``b`` only. Exact
     two-sided McNemar at every threshold at level ``alpha / tests`` (default ``tests = m``: Bonferroni
-    over the thresholds; pass more when several ranges are tested for one claim). reproduced: ``a`` is
-    significantly more robust at some threshold and significantly less robust at none; differs: ``b``
-    is significantly more robust somewhere, or ``a`` nowhere although the test could have shown it;
-    inconclusive: no threshold had enough discordant points to reach the level.
+    over the thresholds; pass more when several ranges are tested for one claim). By the one ladder
+    (:func:`_ladder`, the "against" step first): reproduced: ``a`` is significantly more robust at some
+    threshold and significantly less robust at none; differs: ``b`` is significantly more robust
+    somewhere, or ``a`` nowhere although the test could have shown it; inconclusive: no threshold had
+    enough discordant points to reach the level. ``p``: the smallest two-sided p where ``a`` is ahead,
+    times the Bonferroni factor (``tests``), so that it compares with ``alpha``.
     """
     oa, ob, k, p = _scan_counts(only_a, only_b)
     m = oa.size
@@ -507,17 +628,15 @@ def dominates(only_a: Any, only_b: Any, *, alpha: float = 0.05, tests: Optional[
     test = (f"{what}: exact two-sided McNemar at {m} thresholds, level {lev:.2g} (Bonferroni); "
             f"significantly more robust on {int((side > 0).sum())} thresholds (most significant {best(side > 0)}), "
             f"significantly less robust on {int((side < 0).sum())} (most significant {best(side < 0)})")
-    if (side < 0).any():
-        return Verdict("differs", test, f"{what} fails: significantly less robust at {int((side < 0).sum())} "
-                                        f"thresholds")
-    if (side > 0).any():
-        return Verdict("reproduced", test)
-    if not m or 2.0 * 0.5 ** int(k.max()) >= lev:
-        return Verdict("inconclusive", test, f"at most {int(k.max()) if m else 0} discordant points at any "
-                                             f"threshold: the test cannot reach {lev:.2g}; a larger sample is "
-                                             f"needed")
-    return Verdict("differs", test, f"{what}: never significantly more robust, although the test could have "
-                                    f"shown it")
+    scale = _alpha(alpha) / lev                           # the Bonferroni factor: p * scale compares with alpha
+    better = ob > oa
+    p_for = min(1.0, float(p[better].min()) * scale) if better.any() else 1.0
+    return _ladder(test, what=what, sig_for=bool((side > 0).any()), sig_against=bool((side < 0).any()),
+                   against_first=True, could=bool(m) and 2.0 * 0.5 ** int(k.max()) < lev,
+                   against=f"{what} fails: significantly less robust at {int((side < 0).sum())} thresholds",
+                   null=f"{what}: never significantly more robust, although the test could have shown it",
+                   need=f"at most {int(k.max()) if m else 0} discordant points at any threshold: the test cannot "
+                        f"reach {lev:.2g}; a larger sample is needed", p=p_for)
 
 
 __all__ += ["dominates", "ranking_changes", "sign_changes", "significant_sides"]
@@ -570,10 +689,11 @@ def paired_greater(a: Any, b: Any, *, effect: float, factor: float = 1.0, alpha:
     same points (pairs with a non-finite value are dropped). One-sided paired
     t test of ``mean(a - factor * b) > 0``. ``effect`` is the smallest excess
     (in the units of ``a``) the claim is about; the caller states it.
-    reproduced: significant; differs: significant the other way, or not
-    significant although the test had ``power`` to detect an excess of
-    ``effect``; inconclusive: it had not (fewer than 2 pairs, or too spread
-    out), with the number of points it would need.
+    By the one ladder (:func:`_ladder`): reproduced: significant; differs:
+    significant the other way, or not significant although the test had
+    ``power`` to detect an excess of ``effect``; inconclusive: it had not
+    (fewer than 2 pairs, or too spread out), with the number of points it
+    would need. ``p``: the one-sided paired t test's.
     """
     from scipy.stats import norm
 
@@ -590,15 +710,11 @@ def paired_greater(a: Any, b: Any, *, effect: float, factor: float = 1.0, alpha:
     pw = 1.0 if se == 0 else float(norm.cdf(e / se - za))
     test = (f"{lab}: mean paired difference {m:.4g} +- {se:.2g} (se) over n = {n} points, one-sided paired t = "
             f"{t:.2f}, p = {p:.2g}")
-    if p < a_:
-        return Verdict("reproduced", test)
-    if p_other < a_:
-        return Verdict("differs", test, f"significantly the other way ({lab} fails, p = {p_other:.2g})")
-    if pw >= power:
-        return Verdict("differs", test, f"not significant, although the test had power {pw:.2f} to detect an excess "
-                                        f"of {e:.3g}")
-    return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} to detect an excess of {e:.3g} with n = {n}: "
-                                         f"about {_n_for(float(d.std(ddof=1)), e, za, zp)} points would be needed")
+    return _ladder(test, what=lab, level=a_, p_for=p, p_against=p_other, could=pw >= power,
+                   against=f"significantly the other way ({lab} fails, p = {p_other:.2g})",
+                   null=f"not significant, although the test had power {pw:.2f} to detect an excess of {e:.3g}",
+                   need=lambda: f"power {pw:.2f} < {power:g} to detect an excess of {e:.3g} with n = {n}: about "
+                                f"{_n_for(float(d.std(ddof=1)), e, za, zp)} points would be needed")
 
 
 def paired_null(a: Any, b: Any, *, effect: float, alpha: float = 0.05, side: str = "greater",
@@ -614,6 +730,8 @@ def paired_null(a: Any, b: Any, *, effect: float, alpha: float = 0.05, side: str
     outside ``(-effect, effect)``); inconclusive otherwise (the interval holds the margin), with the number
     of points that would settle it at the observed mean. A small sample therefore cannot pass a null claim
     by saying nothing. ``effect``: the smallest difference the claim rules out; the caller states it.
+    Decided by the one ladder (:func:`_ladder`) with no power step. ``p``: the one-sided p of the bound
+    (greater) or the larger of the two one-sided p's (two-sided), so ``p < alpha`` exactly when reproduced.
     """
     from scipy.stats import t as student
 
@@ -629,29 +747,34 @@ def paired_null(a: Any, b: Any, *, effect: float, alpha: float = 0.05, side: str
     tc = float(student.ppf(1 - a_, n - 1))
     lo, hi = m - tc * se, m + tc * se
     sd = float(d.std(ddof=1))
+
+    def below(x):                                  # one-sided p of "mean < x" (H0: mean >= x)
+        return float(student.cdf((m - x) / se, n - 1)) if se > 0 else float(m >= x)
+
+    def above(x):                                  # one-sided p of "mean > x" (H0: mean <= x)
+        return float(student.sf((m - x) / se, n - 1)) if se > 0 else float(m <= x)
+
     if side == "greater":
         test = (f"{what}: mean paired difference {m:.4g} +- {se:.2g} (se) over n = {n} points, one-sided "
                 f"{1 - a_:.0%} upper bound {hi:.4g} vs the margin {e:.3g} (non-superiority)")
-        if hi < e:
-            return Verdict("reproduced", test)
-        if lo > e:
-            return Verdict("differs", test, f"significantly above the margin (lower bound {lo:.4g} > {e:.3g})")
+        sig_for, sig_against, p_for = hi < e, lo > e, below(e)
+        against = f"significantly above the margin (lower bound {lo:.4g} > {e:.3g})"
         gap = e - max(m, 0.0)
     else:
         test = (f"{what}: mean paired difference {m:.4g} +- {se:.2g} (se) over n = {n} points, "
                 f"{1 - 2 * a_:.0%} interval [{lo:.4g}, {hi:.4g}] vs the margin +-{e:.3g} (equivalence, two "
                 f"one-sided tests)")
-        if -e < lo and hi < e:
-            return Verdict("reproduced", test)
-        if lo > e or hi < -e:
-            return Verdict("differs", test, f"significantly beyond the margin +-{e:.3g}")
+        sig_for, sig_against, p_for = -e < lo and hi < e, lo > e or hi < -e, max(below(e), above(-e))
+        against = f"significantly beyond the margin +-{e:.3g}"
         gap = e - abs(m)
     if gap <= 0:
-        return Verdict("inconclusive", test, f"the interval holds the margin and the mean ({m:.4g}) is not inside "
-                                             f"it: more points would tell which side")
-    need = int(math.ceil((tc * sd / gap) ** 2)) + 1
-    return Verdict("inconclusive", test, f"the interval holds the margin {e:.3g}: at the observed mean about "
-                                         f"{need} points would settle it")
+        need = (f"the interval holds the margin and the mean ({m:.4g}) is not inside it: more points would tell "
+                f"which side")
+    else:
+        need = (f"the interval holds the margin {e:.3g}: at the observed mean about "
+                f"{int(math.ceil((tc * sd / gap) ** 2)) + 1} points would settle it")
+    return _ladder(test, what=what, sig_for=sig_for, sig_against=sig_against, p_for=p_for, against=against,
+                   need=need)
 
 
 def interval_above(lo: float, hi: float, *, null: float, effect: float, what: str = "the statistic",
@@ -661,7 +784,8 @@ def interval_above(lo: float, hi: float, *, null: float, effect: float, what: st
     reproduced: ``lo > null``; differs: ``hi < null`` (significantly the other
     way) or ``hi < effect`` (the interval rules out the smallest effect the
     claim is about, ``effect > null``); inconclusive: the interval holds both
-    ``null`` and ``effect``.
+    ``null`` and ``effect``. Decided by the one ladder (:func:`_ladder`);
+    ``p``: None (an interval decides).
     """
     lo_, hi_, nu, ef = float(lo), float(hi), float(null), float(effect)
     if not ef > nu:
@@ -669,13 +793,9 @@ def interval_above(lo: float, hi: float, *, null: float, effect: float, what: st
     test = f"{what}: {level:.0%} interval [{lo_:.4g}, {hi_:.4g}] vs {nu:g} (smallest effect of interest {ef:g})"
     if not (math.isfinite(lo_) and math.isfinite(hi_)):
         return Verdict("inconclusive", test, "the interval is missing (too few values)")
-    if lo_ > nu:
-        return Verdict("reproduced", test)
-    if hi_ < nu:
-        return Verdict("differs", test, f"{what} is significantly below {nu:g}")
-    if hi_ < ef:
-        return Verdict("differs", test, f"the interval rules out {what} >= {ef:g}")
-    return Verdict("inconclusive", test, f"the interval holds both {nu:g} and {ef:g}: a larger sample is needed")
+    return _ladder(test, what=what, sig_for=lo_ > nu, sig_against=hi_ < nu, could=hi_ < ef,
+                   against=f"{what} is significantly below {nu:g}", null=f"the interval rules out {what} >= {ef:g}",
+                   need=f"the interval holds both {nu:g} and {ef:g}: a larger sample is needed")
 
 
 def _auc_power(n1: int, n2: int, auc: float, a: float) -> float:
@@ -697,10 +817,11 @@ def auc_greater(pos: Any, neg: Any, *, auc_effect: float = 0.65, alpha: float = 
     """A score ranks the positive points above the negative ones (ROC AUC > 1/2).
 
     One-sided Mann-Whitney test of ``pos`` vs ``neg`` (``(n1,)``, ``(n2,)``
-    scores; AUC = U / (n1 n2), ties count 1/2). reproduced: significant;
-    differs: significant the other way, or not significant although the test
-    had ``power`` against a true AUC of ``auc_effect``; inconclusive otherwise
-    (with how many points of each class would do).
+    scores; AUC = U / (n1 n2), ties count 1/2). By the one ladder
+    (:func:`_ladder`): reproduced: significant; differs: significant the other
+    way, or not significant although the test had ``power`` against a true AUC
+    of ``auc_effect``; inconclusive otherwise (with how many points of each
+    class would do). ``p``: the one-sided Mann-Whitney p.
     """
     from scipy.stats import mannwhitneyu
 
@@ -722,15 +843,14 @@ def auc_greater(pos: Any, neg: Any, *, auc_effect: float = 0.65, alpha: float = 
     pw = _auc_power(n1, n2, q, a_)
     test = (f"{what}: ROC AUC {auc:.3f} ({n1} positive, {n2} negative points), one-sided Mann-Whitney p = {p:.2g}; "
             f"power {pw:.2f} against AUC {q:g}")
-    if p < a_:
-        return Verdict("reproduced", test)
-    if p_other < a_:
-        return Verdict("differs", test, f"{what} ranks the negative points higher (p = {p_other:.2g})")
-    if pw >= power:
-        return Verdict("differs", test, f"not significant, although the test had power {pw:.2f} against AUC {q:g}")
-    k = next((k for k in range(2, 10000) if _auc_power(n1 * k, n2 * k, q, a_) >= power), None)
-    return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} against AUC {q:g}: about {n1 * (k or 0)} "
-                                         f"positive and {n2 * (k or 0)} negative points would be needed")
+    def need() -> str:
+        k = next((k for k in range(2, 10000) if _auc_power(n1 * k, n2 * k, q, a_) >= power), None)
+        return (f"power {pw:.2f} < {power:g} against AUC {q:g}: about {n1 * (k or 0)} positive and "
+                f"{n2 * (k or 0)} negative points would be needed")
+
+    return _ladder(test, what=what, level=a_, p_for=p, p_against=p_other, could=pw >= power,
+                   against=f"{what} ranks the negative points higher (p = {p_other:.2g})",
+                   null=f"not significant, although the test had power {pw:.2f} against AUC {q:g}", need=need)
 
 
 __all__ += ["auc_greater", "interval_above", "paired_greater", "paired_null"]
@@ -740,10 +860,11 @@ def share_lower(k_a: int, n_a: int, k_b: int, n_b: int, *, alpha: float = 0.05,
                 what: str = "share a < share b") -> Verdict:
     """Two independent proportions: is ``k_a / n_a`` below ``k_b / n_b``? One-sided Fisher exact test.
 
-    reproduced: significant at ``alpha``; differs: significant the other way,
-    or not significant although the margins allowed it (the most extreme
-    table, ``k_a`` as small as the margins permit, reaches ``alpha``);
-    inconclusive: even that table could not reach ``alpha`` (too few points).
+    By the one ladder (:func:`_ladder`): reproduced: significant at
+    ``alpha``; differs: significant the other way, or not significant although
+    the margins allowed it (the most extreme table, ``k_a`` as small as the
+    margins permit, reaches ``alpha``); inconclusive: even that table could not
+    reach ``alpha`` (too few points). ``p``: the one-sided Fisher exact p.
     """
     from scipy.stats import fisher_exact
 
@@ -760,11 +881,91 @@ def share_lower(k_a: int, n_a: int, k_b: int, n_b: int, *, alpha: float = 0.05,
     k_min = max(0, ka + kb - nb_)
     p_min = float(fisher_exact(table(k_min), alternative="less").pvalue)
     test = f"{what}: {fmt_(ka, na_)} vs {fmt_(kb, nb_)}, one-sided Fisher exact p = {p:.2g}"
-    if p < a:
-        return Verdict("reproduced", test)
-    if p_other < a:
-        return Verdict("differs", test, f"significantly the other way (p = {p_other:.2g})")
-    if p_min >= a:
-        return Verdict("inconclusive", test, f"with {na_} and {nb_} points and these totals even the most extreme "
-                                             f"split gives p = {p_min:.2g} >= {a:g}: more points are needed")
-    return Verdict("differs", test, f"not significant (p = {p:.2g}) although the margins allowed p = {p_min:.2g}")
+    return _ladder(test, what=what, level=a, p_for=p, p_against=p_other, could=p_min < a,
+                   against=f"significantly the other way (p = {p_other:.2g})",
+                   null=f"not significant (p = {p:.2g}) although the margins allowed p = {p_min:.2g}",
+                   need=f"with {na_} and {nb_} points and these totals even the most extreme split gives "
+                        f"p = {p_min:.2g} >= {a:g}: more points are needed")
+
+
+# ---------------------------------------------------------------------------
+# families of claims: multiplicity-corrected levels (Holm-Bonferroni step-down, Bonferroni)
+
+Rule = Callable[[float], Verdict]
+
+
+def _family(rules: Sequence[Rule], alpha: float):
+    """``(alpha, rules)``, checked."""
+    a = _alpha(alpha)
+    rs = list(rules)
+    if not rs:
+        raise ValueError("rules: expected at least one rule (a callable level -> Verdict)")
+    for i, r in enumerate(rs):
+        if not callable(r):
+            raise ValueError(f"rules: rule {i} is not callable (expected level -> Verdict), got {r!r}")
+    return a, rs
+
+
+def _with_p(v: Any, i: int) -> Verdict:
+    if not isinstance(v, Verdict):
+        raise ValueError(f"rules: rule {i} returned {type(v).__name__}, expected a Verdict")
+    if v.p is None or not math.isfinite(float(v.p)):
+        raise ValueError(f"rules: rule {i} returned a verdict without a p-value (p = {v.p!r}): only rules "
+                         f"decided by a p-value can be corrected for multiplicity ({v.test})")
+    return v
+
+
+def _family_text(how: str, m: int, family: str, level: float) -> str:
+    return f"; {how} over {m} tests{f' ({family})' if family else ''}: level {level:.2g}"
+
+
+def holm(rules: Sequence[Rule], *, alpha: float = 0.05, family: str = "") -> List[Verdict]:
+    """Decide a family of ``m`` claims with Holm-Bonferroni's step-down (family-wise error ``alpha``).
+
+    ``rules``: callables ``rule(level) -> Verdict``, each an effect rule at
+    level ``level`` whose verdict carries ``p`` (e.g. ``lambda lv:
+    paired_effect(a, b, alpha=lv)``); a rule without a p-value raises
+    ValueError (naming ``rules``). Each is called at ``alpha`` for its p; in
+    ascending order of p (rank ``r`` from 0), rule ``r`` is re-decided at
+    ``alpha / (m - r)`` while the step-down goes on. The first rule not
+    significant at its level stops it: that rule and every later one are
+    decided at the level where it stopped, so none of them is significant for
+    its claim; each may still be "differs" (significant against the claim, or
+    powered) or "inconclusive" by its own ladder at that level. The smallest p
+    is thus decided at ``alpha / m`` (as Bonferroni), and the rejections lie
+    between Bonferroni's and the unadjusted ones. Null claims and rate
+    matches (whose small p speaks against the claim) do not belong here.
+
+    Returns the verdicts in the order of ``rules``, each ``test`` extended by
+    the family and the level it was decided at.
+    """
+    a, rs = _family(rules, alpha)
+    first = [_with_p(r(a), i) for i, r in enumerate(rs)]
+    m = len(rs)
+    order = sorted(range(m), key=lambda i: float(first[i].p))
+    out: List[Optional[Verdict]] = [None] * m
+    stop: Optional[float] = None
+    for r, i in enumerate(order):
+        level = a / (m - r) if stop is None else stop
+        if stop is None and not float(first[i].p) < level:
+            stop = level
+        v = first[i] if level == a else _with_p(rs[i](level), i)
+        out[i] = v._replace(test=v.test + _family_text("Holm", m, family, level))
+    return out  # type: ignore[return-value]
+
+
+def bonferroni(rules: Sequence[Rule], *, alpha: float = 0.05, family: str = "") -> List[Verdict]:
+    """Decide a family of ``m`` claims each at ``alpha / m`` (Bonferroni; family-wise error ``alpha``).
+
+    ``rules`` as in :func:`holm` (callables ``rule(level) -> Verdict`` with
+    ``p`` set). Simpler and never more powerful than :func:`holm`. Returns the
+    verdicts in the order of ``rules``, each ``test`` extended by the family
+    and the level.
+    """
+    a, rs = _family(rules, alpha)
+    m = len(rs)
+    out = []
+    for i, r in enumerate(rs):
+        v = _with_p(r(a / m), i)
+        out.append(v._replace(test=v.test + _family_text("Bonferroni", m, family, a / m)))
+    return out

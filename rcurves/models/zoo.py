@@ -192,6 +192,43 @@ def _build_entries() -> Dict[str, ZooEntry]:
             e.append(ZooEntry(f"mnist-full-cnn-st-{aug}50", "mnist-full", _cnn(),
                               TrainConfig(augment=aug, augment_prob=0.5, **stf),
                               f"ST with {why} on 50% of the examples (004 Table 3)"))
+    # --- full MNIST: the other training methods the papers compare (000 Section 3.1 methods 3-5, 002's TRADES
+    # column, 003's certified model), same C.1 CNN, batch 128; epochs cut to what a 2-core CPU trains in
+    # 20-30 minutes each (the papers: 100-200 epochs)
+    e.append(ZooEntry("mnist-full-cnn-trades-linf-0.3", "mnist-full", _cnn(),
+                      TrainConfig(method="trades", norm="linf", eps=0.3, epochs=30, warmup_epochs=5.0,
+                                  attack_steps=10, batch_size=128),
+                      "TRADES (Zhang et al. 2019) l_inf 0.3, beta 6, the KL maximised by 10 sign-gradient steps of "
+                      "2.5 eps / 10, constant Adam 1e-3, 30 epochs with a 5-epoch eps warm-up (002 Table 1's "
+                      "TRADES column; the paper: 100 epochs, 40 steps of 0.01)"))
+    for eps, epochs, warm in ((0.1, 20, 5.0), (0.4, 20, 8.0)):
+        e.append(ZooEntry(f"mnist-full-cnn-crown-ibp-linf-{eps:g}", "mnist-full", _cnn(),
+                          TrainConfig(method="crown-ibp", norm="linf", eps=eps, epochs=epochs, warmup_epochs=warm,
+                                      batch_size=128, lr_schedule="cosine"),
+                          f"CROWN-IBP certified training (Zhang et al. 2020) l_inf {eps:g}: the cross-entropy of the "
+                          f"worst-case logits bounded by rcurves.certify's CROWN-IBP / IBP bounds, eps ramped and "
+                          f"kappa 1 -> 0.5, beta 1 -> 0 over {warm:g} epochs, Adam 1e-3 with cosine decay, {epochs} "
+                          f"epochs. The certified-training (KW) role of 000's comparisons"
+                          + (" and 003's certified model (CROWN-IBP at 0.4)" if eps == 0.4 else "")))
+    e.append(ZooEntry("mnist-full-cnn-mmr-at-linf-0.1", "mnist-full", _cnn(),
+                      TrainConfig(method="mmr", norm="linf", eps=0.1, mmr_at_frac=0.5, mmr_units=64, epochs=8,
+                                  warmup_epochs=2.0, attack_steps=10, batch_size=128),
+                      "MMR + AT l_inf 0.1 (Croce, Andriushchenko & Hein 2019; 000 method 4 and Figure 3's model): "
+                      "lambda 0.5, gamma_B = gamma_D = 0.2, k_B 10% -> 2% of 64 hidden units sampled per point, "
+                      "half of each batch PGD examples at 0.1, lambda ramped over 2 epochs, 8 epochs (the authors: "
+                      "100, every unit)"))
+    e.append(ZooEntry("mnist-full-cnn-mmr-at-l2-0.3", "mnist-full", _cnn(),
+                      TrainConfig(method="mmr", norm="l2", eps=0.3, mmr_at_frac=0.5, mmr_units=64, mmr_lambda=6.0,
+                                  mmr_gamma_b=0.45, mmr_gamma_d=0.45, epochs=6, warmup_epochs=2.0, attack_steps=10,
+                                  batch_size=128),
+                      "MMR + AT l_2 (the authors' MNIST l_2 model: lambda 6, gamma 0.45, PGD eps 0.3; 000 Figure 4), "
+                      "64 hidden units sampled per point, Adam 1e-3 (theirs 5e-5 over 100 epochs), 6 epochs"))
+    e.append(ZooEntry("mnist-full-cnn-mmr-univ", "mnist-full", _cnn(),
+                      TrainConfig(method="mmr-univ", mmr_units=64, epochs=6, warmup_epochs=2.0, lr=5e-4,
+                                  batch_size=128),
+                      "MMR-Universal (Croce & Hein 2020; 000 method 5): l_1 and l_inf margins together, lambdas 3 "
+                      "and 12, gammas 1.0 and 0.175, k_B 20% -> 5% of 64 hidden units sampled per point, Adam 5e-4, "
+                      "6 epochs (the authors: 100)"))
     # --- digits (8x8)
     e.append(ZooEntry("digits-mlp-st", "digits", _mlp(_DIGITS, (256, 256)),
                       TrainConfig(method="st", epochs=60, lr_schedule="cosine"),
@@ -204,6 +241,10 @@ def _build_entries() -> Dict[str, ZooEntry]:
 
 
 ENTRIES: Dict[str, ZooEntry] = _build_entries()
+
+#: entries whose weights the repository does not ship yet (trained on first use; ``rcurves zoo --train NAME
+#: --ship`` adds them): the training-method models still in training when the zoo last shipped
+NOT_SHIPPED: Tuple[str, ...] = ()
 
 DEMO_MODELS: Tuple[str, ...] = ("mnist-cnn-st", "mnist-cnn-at-linf-0.1", "mnist-cnn-at-linf-0.3",
                                 "mnist-cnn-at-l2-1.5")
@@ -461,6 +502,7 @@ __all__ = [
     "CACHE_VERSION",
     "DEMO_MODELS",
     "ENTRIES",
+    "NOT_SHIPPED",
     "ZooEntry",
     "ZooModel",
     "cache_key",

@@ -132,3 +132,25 @@ def test_package_inits_are_only_tables_of_lazy_names():
             else:
                 raise AssertionError(f"{path}: {ast.unparse(node)[:60]} is more than a name table")
         assert kinds == ["doc", "import", "table", "all"], (path, kinds)
+
+
+def test_figures_are_recorded_with_captions_and_old_lists_of_names_still_read(tmp_path):
+    from rcurves.claims.record import figure_entries
+
+    good = claim("001", "eq. 19", "s", "o", "reproduced")
+    (tmp_path / "curves.png").write_bytes(b"png")
+    path = write_result("x", str(tmp_path), False, {}, [good],
+                        [("curves.png", "l_2 robustness curves of ST and AT,\n n = 2000 random test points"),
+                         str(tmp_path / "plain.png")])
+    doc = json.loads(open(path).read())
+    assert doc["figures"] == [{"file": "curves.png",
+                               "caption": "l_2 robustness curves of ST and AT, n = 2000 random test points"},
+                              {"file": "plain.png", "caption": ""}]          # a str: its base name, no caption
+    assert figure_entries(doc) == doc["figures"]                              # the JSON form reads back as is
+    assert figure_entries({"figures": ["a.png", "b.png"]}) == [               # committed JSONs: names only
+        {"file": "a.png", "caption": ""}, {"file": "b.png", "caption": ""}]
+    assert figure_entries({}) == [] and figure_entries({"figures": None}) == []
+    for bad in ([("a.png", "c", "extra")], [("a.png", 3)], [None], [("", "caption")]):
+        with pytest.raises(ValueError, match="figures"):
+            write_result("y", str(tmp_path), False, {}, [good], bad)
+    assert not (tmp_path / "y.json").exists()                                 # refused before writing

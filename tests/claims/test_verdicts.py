@@ -10,12 +10,19 @@ from rcurves.claims import verdicts as V
 def test_paired_effect_all_outcomes():
     assert V.paired_effect(40, 10).verdict == "reproduced"
     assert V.paired_effect(10, 40).verdict == "differs"                 # significant the other way
-    assert V.paired_effect(26, 24).verdict == "differs"                 # could have, did not
+    # could have, did not: since report round 2 "could" means power >= 0.8 against a 3:1 split (0.97 with
+    # 50 points), no longer "5 discordant points exist"; the verdict here is the same
+    v = V.paired_effect(26, 24)
+    assert v.verdict == "differs" and "power 0.97" in v.why
     v = V.paired_effect(4, 0)                                           # 2^-4 = 0.0625 > 0.05: cannot
-    assert v.verdict == "inconclusive" and "5" in v.why
+    assert v.verdict == "inconclusive" and "fewer than 5" in v.why
     assert V.paired_effect(5, 0).verdict == "reproduced"                # 2^-5 < 0.05
     assert V.paired_effect(6, 0, tests=10).verdict == "inconclusive"    # Bonferroni level 0.005
     assert V.min_discordant(0.05) == 5
+    # the old rule said "differs" from 5 discordant points on (3 vs 3: 2^-6 < 0.05 was reachable); with
+    # power 0.00 against 3:1 the sample could not have shown the effect: inconclusive since round 2
+    v = V.paired_effect(3, 3)
+    assert v.verdict == "inconclusive" and "would be needed" in v.why
 
 
 def test_null_effect_needs_power():
@@ -71,6 +78,21 @@ def test_all_of_takes_the_worst():
     (lambda: V.null_effect(1, 2, effect=0.4), "effect"),
     (lambda: V.rate_matches(1, 2, 0.5, tol=-1), "tol"),
     (lambda: V.all_of(), "verdicts"),
+    (lambda: V.paired_effect(1, 2, effect=0.5), "effect"),
+    (lambda: V.paired_effect(1, 2, effect=1.0), "effect"),
+    (lambda: V.paired_effect(1, 2, power=1.0), "power"),
+    (lambda: V.rate_near(-1, 10, 0.1, rel_tol=0.5), "k"),
+    (lambda: V.rate_near(11, 10, 0.1, rel_tol=0.5), "k"),
+    (lambda: V.rate_near(0, 0, 0.1, rel_tol=0.5), "n"),
+    (lambda: V.rate_near(1, 10, 0.0, rel_tol=0.5), "paper"),
+    (lambda: V.rate_near(1, 10, 1.0, rel_tol=0.5), "paper"),
+    (lambda: V.rate_near(1, 10, 0.1, rel_tol=0), "rel_tol"),
+    (lambda: V.rate_near(1, 10, 0.1, rel_tol=0.5, alpha=1), "alpha"),
+    (lambda: V.holm([]), "rules"),
+    (lambda: V.holm([0.01]), "rules"),
+    (lambda: V.holm([lambda lv: V.interval_above(1.1, 1.6, null=1.0, effect=1.25)]), "rules"),
+    (lambda: V.bonferroni([lambda lv: V.Verdict("reproduced", "t")]), "rules"),
+    (lambda: V.holm([lambda lv: V.paired_effect(9, 1, alpha=lv)], alpha=0), "alpha"),
 ])
 def test_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
@@ -282,3 +304,203 @@ def test_share_lower_all_outcomes():
     assert f"{fisher_exact([[3, 27], [15, 25]], alternative='less').pvalue:.2g}" in v.test
     with pytest.raises(ValueError, match="k_a"):
         V.share_lower(5, 4, 1, 2)
+
+
+# ---------------------------------------------------------------------------
+# report round 2: Verdict.p, the one ladder, power-aware paired_effect, Holm / Bonferroni families, rate_near
+
+
+def test_verdict_positional_construction_still_works_and_p_defaults_to_none():
+    v = V.Verdict("differs", "t", "w")
+    assert (v.verdict, v.test, v.why, v.p) == ("differs", "t", "w", None) and not v.ok
+    assert V.Verdict("reproduced", "t").why == "" and V.Verdict("reproduced", "t").p is None
+    assert V.Verdict("reproduced", "t", "", 0.01).p == 0.01 and V.Verdict("reproduced", "t").ok
+    verdict, test, why, p = V.Verdict("inconclusive", "t", "w", 0.5)                    # four fields now
+
+
+def test_the_ladder_takes_each_step():
+    calls = []
+
+    def need():
+        calls.append(1)
+        return "about 9 would be needed"
+
+    lad = lambda **kw: V._ladder("t", what="x", level=0.05, need=need, **kw)
+    v = lad(p_for=0.01, p_against=0.99, could=True)
+    assert (v.verdict, v.p) == ("reproduced", 0.01)
+    v = lad(p_for=0.99, p_against=0.01, could=True)
+    assert v.verdict == "differs" and "other way" in v.why and v.p == 0.99           # p is the claim's
+    v = lad(p_for=0.3, p_against=0.7, could=True, null="powered, nothing")
+    assert (v.verdict, v.why) == ("differs", "powered, nothing")
+    assert calls == []                                                                 # need() only when used
+    v = lad(p_for=0.3, p_against=0.7, could=False)
+    assert (v.verdict, v.why) == ("inconclusive", "about 9 would be needed") and calls == [1]
+    # booleans instead of p-values (interval rules), the reported p apart from the deciding one
+    v = V._ladder("t", what="x", sig_for=True, sig_against=False, p=0.2)
+    assert (v.verdict, v.p) == ("reproduced", 0.2)
+    # "nowhere the other way" claims check the against step first
+    assert V._ladder("t", what="x", sig_for=True, sig_against=True).verdict == "reproduced"
+    assert V._ladder("t", what="x", sig_for=True, sig_against=True, against_first=True).verdict == "differs"
+
+
+def test_paired_effect_asks_whether_the_sample_could_have_shown_the_effect():
+    # 004 Table 1's augmentation row: 14 vs 18 of 32 discordant points. Against the paper's own effect
+    # (4 points of accuracy: a split near 0.65) 32 points have power 0.40, and at the level of the
+    # report's 18-claim family (0.05 / 18) power 0.43 even against 3:1: inconclusive, not differs
+    v = V.paired_effect(14, 18, effect=0.65)
+    assert v.verdict == "inconclusive" and "power 0.40" in v.why and "would be needed" in v.why
+    assert V.paired_effect(14, 18, tests=18).verdict == "inconclusive"
+    fam = V.holm([lambda lv: V.paired_effect(14, 18, alpha=lv)] + [lambda lv: V.paired_effect(1, 1, alpha=lv)] * 17)
+    assert fam[0].verdict == "inconclusive"
+    # with the default 3:1 split at 5 % the exact one-sided test on 32 points has power 0.85 >= 0.8: a
+    # 14:18 sample is then evidence against a 3:1 effect, and the rule says so
+    v = V.paired_effect(14, 18)
+    assert v.verdict == "differs" and "power 0.85" in v.why
+    # the other outcomes
+    v = V.paired_effect(0, 40)
+    assert v.verdict == "differs" and "other way" in v.why
+    v = V.paired_effect(30, 2)
+    assert v.verdict == "reproduced"
+    from scipy.stats import binom
+    assert v.p == pytest.approx(binom.sf(29, 32, 0.5), rel=1e-12)                       # one-sided exact p
+    v = V.paired_effect(100, 100)                                                        # a powered null
+    assert v.verdict == "differs" and "power 1.00" in v.why
+    # the number quoted gives the power, and is about the first that does
+    v = V.paired_effect(8, 7, effect=0.652)
+    need = int(v.why.split("about ")[1].split()[0])
+    assert V._one_sided_power(need, 0.652, 0.05) >= 0.8
+    assert max(V._one_sided_power(m, 0.652, 0.05) for m in range(16, int(0.8 * need))) < 0.8
+    # p is on the scale of alpha: times tests
+    assert V.paired_effect(30, 2, tests=4).p == pytest.approx(4 * binom.sf(29, 32, 0.5), rel=1e-12)
+    assert V.paired_effect(0, 40, tests=4).p == 1.0
+    # paired_direction is paired_effect with the effect required
+    for nf, na in [(30, 16), (16, 30), (8, 7), (60, 60)]:
+        assert V.paired_direction(nf, na, effect=0.652) == V.paired_effect(nf, na, effect=0.652)
+
+
+def test_ladder_rules_report_the_deciding_p():
+    # every rule decided by a p-value sets .p, and "reproduced" is exactly p < alpha (what holm relies on)
+    for nf in range(0, 21):
+        for na in range(0, 21 - nf, 3):
+            for a in (0.05, 0.01):
+                v = V.paired_effect(nf, na, alpha=a)
+                assert v.p is not None and (v.verdict == "reproduced") == (v.p < a)
+    for ka in range(0, 11, 2):
+        v = V.share_lower(ka, 20, 10, 20)
+        assert v.p is not None and (v.verdict == "reproduced") == (v.p < 0.05)
+    rng = np.random.default_rng(3)
+    b = rng.normal(1.0, 0.2, 30)
+    for v in (V.greater(0.55, 0.01, 0.18, 0.01, factor=2), V.greater(0.18, 0.01, 0.30, 0.01),
+              V.correlation(np.arange(8.0), np.arange(8.0)), V.paired_greater(b + 0.1, b, effect=0.05),
+              V.paired_null(b + rng.normal(0, 0.05, 30), b, effect=0.05),
+              V.paired_null(b + rng.normal(0, 0.05, 30), b, effect=0.05, side="two-sided"),
+              V.auc_greater(rng.normal(1, 1, 30), rng.normal(0, 1, 30)),
+              V.dominates(np.array([0, 2, 5]), np.array([0, 10, 30])), V.null_effect(30, 31)):
+        assert v.p is not None and 0 <= v.p <= 1
+        if v.verdict == "reproduced" and "two-sided McNemar on" not in v.test:             # null_effect: p < a refutes
+            assert v.p < 0.05
+    # dominates: the smallest p where a is ahead, times the thresholds (Bonferroni) -- 7 vs 0 twice: 2 x 2^-6
+    assert V.dominates(np.array([0, 0]), np.array([7, 7])).p == pytest.approx(2 * 2 * 0.5 ** 7)
+    # interval rules have no p
+    assert V.interval_above(1.1, 1.6, null=1.0, effect=1.25).p is None
+    assert V.rate_below(20, 100, 0.5).p is None and V.value_matches(1, 1, tol=0).p is None
+
+
+def _textbook_holm(ps, alpha):
+    """Indices rejected by Holm's step-down, straight from the definition."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out = set()
+    for r, i in enumerate(order):
+        if ps[i] >= alpha / (len(ps) - r):
+            break
+        out.add(i)
+    return out
+
+
+def _fixed(p, verdict_if_not="inconclusive"):
+    return lambda lv: V.Verdict("reproduced" if p < lv else verdict_if_not, f"p = {p}", "", p)
+
+
+def test_holm_family_of_eighteen():
+    # the report's family: three p's that pass 0.05 alone do not survive 18 tests; 1e-6 does
+    ps = [0.02, 1e-6, 0.041, 0.032] + [0.3 + 0.03 * i for i in range(14)]
+    out = V.holm([_fixed(p) for p in ps], family="report round 2")
+    assert [v.verdict for v in out[:4]] == ["inconclusive", "reproduced", "inconclusive", "inconclusive"]
+    assert all(v.verdict == "inconclusive" for v in out[4:])
+    assert [v.p for v in out] == ps                                                       # the input order
+    assert out[1].test.endswith("; Holm over 18 tests (report round 2): level 0.0028")
+    assert out[0].test.endswith("level 0.0029")                       # stopped at rank 1: 0.05 / 17, and stays
+    assert all(v.test.endswith("level 0.0029") for v in out[2:])
+    # the smallest p is decided at alpha / m: as Bonferroni
+    bon = V.bonferroni([_fixed(p) for p in ps], family="report round 2")
+    assert out[1].verdict == bon[1].verdict == "reproduced"
+    assert bon[1].test.endswith("; Bonferroni over 18 tests (report round 2): level 0.0028")
+    assert out[1].test.split("level ")[-1] == bon[1].test.split("level ")[-1]
+    assert V.holm([_fixed(0.01)])[0].test.endswith("; Holm over 1 tests: level 0.05")    # no family name
+
+
+def test_holm_steps_down_and_stops():
+    # Holm rejects more than Bonferroni: 0.01 < 0.05 / 2, then 0.04 < 0.05 / 1
+    assert [v.verdict for v in V.holm([_fixed(0.04), _fixed(0.01)])] == ["reproduced", "reproduced"]
+    assert [v.verdict for v in V.bonferroni([_fixed(0.04), _fixed(0.01)])] == ["inconclusive", "reproduced"]
+    # once stopped, later tests are decided at the stopping level: 0.024 < 0.05 / 2 at its own rank, but the
+    # step-down stopped at 0.02 >= 0.05 / 3
+    out = V.holm([_fixed(0.03), _fixed(0.024), _fixed(0.02)])
+    assert [v.verdict for v in out] == ["inconclusive"] * 3
+    assert all(v.test.endswith("level 0.017") for v in out)
+    # a claim significantly the other way stays "differs" after the correction; a powered one too
+    out = V.holm([lambda lv: V.paired_effect(0, 40, alpha=lv), lambda lv: V.paired_effect(200, 200, alpha=lv),
+                  lambda lv: V.paired_effect(40, 0, alpha=lv), lambda lv: V.paired_effect(14, 18, alpha=lv)])
+    assert [v.verdict for v in out] == ["differs", "differs", "reproduced", "inconclusive"]
+    assert "Holm over 4 tests" in out[0].test and out[2].test.endswith("level 0.013")      # 0.05 / 4, two digits
+
+
+def test_holm_lies_between_bonferroni_and_unadjusted():
+    rng = np.random.default_rng(7)
+    strict = 0
+    for _ in range(30):
+        m = int(rng.integers(1, 9))
+        counts = [(int(rng.integers(0, 25)), int(rng.integers(0, 12))) for _ in range(m)]
+        rules = [lambda lv, c=c: V.paired_effect(*c, alpha=lv) for c in counts]
+        alone = [V.paired_effect(*c) for c in counts]
+        raw = {i for i, v in enumerate(alone) if v.verdict == "reproduced"}
+        hol = {i for i, v in enumerate(V.holm(rules)) if v.verdict == "reproduced"}
+        bon = {i for i, v in enumerate(V.bonferroni(rules)) if v.verdict == "reproduced"}
+        assert bon <= hol <= raw
+        assert hol == _textbook_holm([v.p for v in alone], 0.05)
+        strict += bon < hol
+        # the smallest p is decided as Bonferroni decides it
+        i = min(range(m), key=lambda j: alone[j].p)
+        assert (i in hol) == (i in bon)
+    assert strict > 0                                   # the draw includes families where Holm gains
+
+
+def test_rate_near_all_outcomes():
+    from scipy.stats import beta, binomtest
+
+    v = V.rate_near(0, 1000, 0.07, rel_tol=0.5)                  # none broken vs the paper's 7 %
+    assert v.verdict == "differs" and "below" in v.why
+    assert V.rate_near(1, 1000, 0.06, rel_tol=0.5).verdict == "differs"
+    v = V.rate_near(70, 1000, 0.07, rel_tol=0.5)
+    assert v.verdict == "reproduced" and v.p == pytest.approx(1.0)
+    v = V.rate_near(300, 1000, 0.07, rel_tol=0.5)                # far above the band
+    assert v.verdict == "differs" and "above" in v.why
+    v = V.rate_near(1, 10, 0.07, rel_tol=0.5)                    # [0.003, 0.445]: too wide to place it
+    assert v.verdict == "inconclusive" and "larger sample" in v.why
+    # the band is relative: 0.12 is within a factor 2 of 0.07 but not within a factor 1.25
+    assert V.rate_near(120, 1000, 0.07, rel_tol=1.0).verdict == "reproduced"
+    assert V.rate_near(120, 1000, 0.07, rel_tol=0.25).verdict == "differs"
+    # the interval is Clopper-Pearson (beta quantiles), p the exact two-sided binomial test's
+    k, n = 12, 200
+    v = V.rate_near(k, n, 0.07, rel_tol=0.5)
+    lo, hi = beta.ppf(0.025, k, n - k + 1), beta.ppf(0.975, k + 1, n - k)
+    assert f"[{lo:.4f}, {hi:.4f}]" in v.test
+    assert v.p == pytest.approx(binomtest(k, n, 0.07).pvalue, rel=1e-12)
+
+
+def test_correlation_with_a_constant_side_is_not_reproduced():
+    """Spearman's rho is undefined (nan) when one side is constant: never a reproduced trend (p = 1)."""
+    v = V.correlation([1, 2, 3, 4, 5, 6], [0.5] * 6)
+    assert v.verdict == "differs" and v.p == 1.0
+    v = V.correlation(list(range(12)), [2.0] * 12, sign=-1)
+    assert v.verdict == "differs"

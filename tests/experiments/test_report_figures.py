@@ -1,0 +1,146 @@
+"""The report shows each full run's figures beside its claims; the figures are kept (small) beside the claims.
+
+Everything runs in a synthetic checkout in tmp: ``run_all``'s ROOT, HERE and
+CLAIMS point there, with three fake experiment scripts of paper 000, so the
+real ``experiments/claims`` is never touched.
+"""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tests._experiments import load
+
+from rcurves.claims.record import claim, code_fingerprint
+
+CAPTION = "l_2 robustness curves of ST and AT-l2-1.5, n = 2000 random test points of full MNIST"
+
+
+def _png(path, height, width, seed=0):
+    """A PNG of noise (does not compress) with a smooth gradient, ``height`` x ``width`` pixels."""
+    import matplotlib.image as mpimg
+
+    rng = np.random.default_rng(seed)
+    grad = np.linspace(0, 1, width)[None, :, None] * np.ones((height, 1, 3))
+    img = np.clip(0.5 * grad + 0.5 * rng.random((height, width, 3)), 0, 1)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    mpimg.imsave(path, (img * 255).astype(np.uint8))
+    return path
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    """run_all redirected to a tmp checkout with scripts a_curves, b_table, c_old of paper 000."""
+    mod = load("run_all")
+    root = tmp_path / "checkout"
+    here = root / "experiments"
+    for name in ("a_curves", "b_table", "c_old"):
+        script = here / "000_fake" / f"{name}.py"
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(f"NAME = {name!r}\n")
+    monkeypatch.setattr(mod, "ROOT", str(root))
+    monkeypatch.setattr(mod, "HERE", str(here))
+    monkeypatch.setattr(mod, "CLAIMS", str(here / "claims"))
+    return mod, root, here, tmp_path / "results"
+
+
+def _result(root, out, name, seconds, quick=False, figures=(), draw=()):
+    """A run's JSON in ``out/name/`` (as rcurves.claims.record.write_result writes it) and the PNGs ``draw``."""
+    c = claim("000", f"Item of {name}", f"the claim {name} checks", f"what {name} measured", "reproduced")
+    code = code_fingerprint([f"experiments/000_fake/{name}.py"], root=str(root))
+    (out / name).mkdir(parents=True, exist_ok=True)
+    for file, (h, w) in draw:
+        _png(str(out / name / file), h, w)
+    doc = {"experiment": name, "quick": quick, "seconds": seconds, "claims": [c], "figures": list(figures),
+           "code": code, "per_point": [1.0, 2.0]}
+    (out / name / f"{name}.json").write_text(json.dumps(doc))
+
+
+def test_a_large_png_is_stored_under_200_kb_still_a_png_of_the_same_shape(tmp_path):
+    import matplotlib.image as mpimg
+
+    mod = load("run_all")
+    big = _png(str(tmp_path / "big.png"), 900, 1400)
+    assert os.path.getsize(big) > 2 * mod.FIGURE_LIMIT
+    dst = str(tmp_path / "kept" / "big.png")
+    size = mod.store_figure(big, dst)
+    assert size == os.path.getsize(dst) <= mod.FIGURE_LIMIT < 200 * 1024
+    img = mpimg.imread(dst)
+    assert img.ndim == 3 and img.shape[0] >= 100
+    assert img.shape[1] / img.shape[0] == pytest.approx(1400 / 900, rel=0.01)
+    # the area average keeps the picture: the gradient survives the downscaling
+    left, right = img[:, : img.shape[1] // 10, :3].mean(), img[:, -img.shape[1] // 10:, :3].mean()
+    assert right - left > 0.3
+    again = str(tmp_path / "kept" / "again.png")
+    mod.store_figure(big, again)
+    assert open(again, "rb").read() == open(dst, "rb").read()            # deterministic
+    small = _png(str(tmp_path / "small.png"), 60, 80)
+    assert os.path.getsize(small) < mod.FIGURE_LIMIT
+    mod.store_figure(small, str(tmp_path / "kept" / "small.png"))
+    assert open(tmp_path / "kept" / "small.png", "rb").read() == open(small, "rb").read()   # copied as is
+
+
+def test_report_embeds_kept_figures_beside_their_scripts_and_lists_the_scripts_without(world):
+    mod, root, here, out = world
+    _result(root, out, "a_curves", 100.0, figures=[{"file": "curves.png", "caption": CAPTION}],
+            draw=[("curves.png", (700, 1300))])
+    _result(root, out, "b_table", 20.4)                                           # draws nothing
+    _result(root, out, "c_old", 3600.0, figures=["old.png"])                     # old form; the PNG is lost
+    assert mod.main(["--report", "--out", str(out)]) == 0
+    # kept: claims without the payload, figures in the {file, caption} form, the big PNG under 200 KB
+    kept = json.loads((here / "claims" / "a_curves.json").read_text())
+    assert "per_point" not in kept and kept["figures"] == [{"file": "curves.png", "caption": CAPTION}]
+    assert json.loads((here / "claims" / "c_old.json").read_text())["figures"] == [{"file": "old.png",
+                                                                                    "caption": ""}]
+    fig = here / "claims" / "figures" / "a_curves" / "curves.png"
+    assert os.path.getsize(out / "a_curves" / "curves.png") > mod.FIGURE_LIMIT >= os.path.getsize(fig)
+    assert not (here / "claims" / "figures" / "c_old").exists()
+    text = (here / "README.md").read_text()
+    lines = text.splitlines()
+    # the figure follows the paper's table, under its script's name, with the caption as text below it
+    row = next(i for i, l in enumerate(lines) if l.startswith("| Item of a_curves |"))
+    image = lines.index(f"![{CAPTION}](claims/figures/a_curves/curves.png)")
+    assert row < lines.index("#### `a_curves`") < image
+    assert lines[image + 2] == f"`curves.png`: {CAPTION}"
+    assert "#### `b_table`" not in text and "#### `c_old`" not in text
+    # the scripts without a figure, and why
+    tail = lines[lines.index("## Scripts without a figure"):]
+    assert "- `b_table`: none recorded" in tail
+    assert "- `c_old`: `old.png` recorded, not in `claims/figures/c_old/`" in tail
+    assert not any("a_curves" in l for l in tail)
+    # the header: the number of scripts and the sum of their recorded run times
+    assert "**3 scripts** (`experiments/<paper>/*.py`), all with a run; their recorded run times add up to " \
+           "3,720 s (1 h 2 min)" in text
+    assert "Figures: shown for 1 of 3 scripts; the others are listed at the end." in text
+    # --report rebuilds the same file from the kept JSONs and figures alone (a checkout without results)
+    first = text
+    assert mod.main(["--report", "--out", str(root / "no-results")]) == 0
+    assert (here / "README.md").read_text() == first
+    # and keeping again changes nothing
+    before = fig.read_bytes()
+    assert mod.sync_kept(str(out), mod.scripts()) == []
+    assert fig.read_bytes() == before
+
+
+def test_quick_runs_and_stale_runs_never_reach_the_kept_claims(world):
+    mod, root, here, out = world
+    _result(root, out, "a_curves", 5.0, quick=True, figures=[["curves.png", CAPTION]],
+            draw=[("curves.png", (100, 150))])
+    assert mod.keep_claims(str(out), "a_curves") is None
+    assert mod.main(["--report", "--out", str(out)]) == 0                   # the full report ignores it
+    assert not (here / "claims").exists()
+    text = (here / "README.md").read_text()
+    assert "Item of a_curves" not in text and "- `a_curves`: no run" in text
+    # the quick report shows the quick run's own figure, linked from its README in --out
+    assert mod.main(["--quick", "--report", "--out", str(out)]) == 0
+    quick = (out / "README.md").read_text()
+    assert f"![{CAPTION}](a_curves/curves.png)" in quick
+    assert not (here / "claims").exists()
+    # a full run whose code has changed since is shown (stale) but not kept by --report
+    _result(root, out, "b_table", 7.0, figures=[("table.png", "a table")], draw=[("table.png", (100, 150))])
+    (here / "000_fake" / "b_table.py").write_text("NAME = 'edited'\n")
+    assert mod.main(["--report", "--out", str(out)]) == 0
+    assert not (here / "claims").exists()
+    text = (here / "README.md").read_text()
+    assert "(stale: code changed since this run)" in text and "- `b_table`: `table.png` recorded, not in" in text
