@@ -10,17 +10,23 @@ l_inf 0.1 (``sparsity_study``).
 
 Points: the pool is the first 250 points of the class-interleaved held-out
 split (stratified); adversarial accuracy on it (APGD, cross-entropy and
-margin losses, 50 steps each); sparsity on one stratified sample of 40 of
-the pool points vulnerable for all eleven models (paired: every model on the
-same points with the same directions). Budget: 8 directions x 10 bisection
-rounds x 20 PGD steps, box [0, 1].
+margin losses, 50 steps each). Sparsity on a sample fixed before any model
+is measured, the first 50 pool points (stratified): each model's residual
+sparsity is its mean over the points of that sample it is vulnerable on --
+the paper's quantity (each model on its own vulnerable inputs), with no
+selection on any model's outcome. Two models are compared by the difference
+of their residual sparsities with a bootstrap standard error over the
+sample's points (the points vulnerable for both count as pairs). The 18
+cells of Table 3 (9 augmentations x 2 norms) are one family, decided at
+Holm's levels; a cell the table shows flat ("no gain") fails when the change
+is significant either way. Budget: 8 directions x 10 bisection rounds x 20
+PGD steps, box [0, 1].
 
     python experiments/004_adversarial_sparsity/sparsity_augmentation.py --out results/experiments/sparsity_augmentation
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 import sys
 
@@ -46,6 +52,7 @@ MODELS = [("mnist-full-cnn-st", "ST", (88.0, 0.180, 56.8)),
           ("mnist-full-cnn-st-noise", "ST+noise", None)]
 PAPER = {lab: row for _, lab, row in MODELS}
 N_POOL = 250
+N_SAMPLE = 50     # the fixed sample of pool points every model is measured on (where vulnerable)
 # The smallest sparsity change a comparison is about, as a fraction of ST's value (l_2: of its excess over the
 # box floor): about the smallest gain in the paper's Table 3 (cutout l_inf +9.5 %, 50 % cutout +10 %).
 REL_EFFECT = 0.1
@@ -84,63 +91,87 @@ def models(args):
     return [S.zoo_model(args, n, lab) for n, lab, _ in MODELS]
 
 
-def cell_verdict(aug, st, norm, direction: str, base: float):
-    """The paired test of one Table 3 cell: ``aug`` and ``st`` per-point values (l_2: above the box floor)."""
-    from rcurves.claims.verdicts import paired_greater, paired_null
-
-    what = f"{norm}"
+def cell_rule(va, vb, norm, direction: str, base: float):
+    """One Table 3 cell as ``rule(level) -> Verdict``: the augmented model's residual sparsity ``va`` against
+    ST's ``vb`` (``(n,)`` values on the fixed sample, NaN where a model is not vulnerable; l_2 above the box
+    floor), by the direction the paper's table shows: up / down (one-sided, power against a change of
+    ``REL_EFFECT`` of ST's value), flat (no change: fails when the change is significant either way)."""
+    con = S.shared(va, vb)
+    eff = REL_EFFECT * base if np.isfinite(base) and base > 0 else 1.0
     if direction == "up":
-        return paired_greater(aug, st, effect=REL_EFFECT * base, what=f"{what}: augmented > ST")
+        return lambda lv: S.residual_greater(con, effect=eff, alpha=lv, what=f"{norm}: augmented > ST")
     if direction == "down":
-        return paired_greater(st, aug, effect=REL_EFFECT * base, what=f"{what}: ST > augmented")
-    return paired_null(aug, st, effect=REL_EFFECT * base, side="greater", what=f"{what}: no gain over ST")
+        rev = S.shared(vb, va)
+        return lambda lv: S.residual_greater(rev, effect=eff, alpha=lv, what=f"{norm}: ST > augmented")
+    return lambda lv: S.residual_null(con, effect=eff, alpha=lv, side="two-sided", what=f"{norm}: no change from ST")
 
 
 def make_claims(study, ms, idx, sample_text, setting):
-    """Per augmentation one row (both norms, paired on the common sample), the sentence as printed and as the
-    table reads, and RICAP's lead."""
-    from rcurves.claims.verdicts import Verdict, all_of, paired_greater
+    """Per augmentation one row (both norms; each model on its vulnerable points of the fixed sample ``idx[n]``),
+    the 18 cells of the paper's table as one Holm family; the sentence as printed and as the table reads; and
+    RICAP's lead (one Holm family of its comparisons)."""
+    from rcurves.claims.verdicts import Verdict, paired_greater
 
     claims = []
     st = ms[0]
-    samples = "; ".join(f"{n}: {t}" for n, t in sample_text.items())
+    samples = ("; ".join(f"{n}: {t}" for n, t in sample_text.items()) if len(set(sample_text.values())) > 1
+               else f"both norms: {next(iter(sample_text.values()))}")
     vals = {(m.label, n): study.values(m, n)[idx[n]] for m in ms for n in idx}
     floor = {n: study.floor(n, idx[n]) for n in idx}
     exc = {k: v - floor[k[1]] for k, v in vals.items()}
-    base = {n: float(np.nanmean(exc[("ST", n)])) for n in idx}
-    per_aug = {}
-    for m in ms[1:]:
+    base = {n: float(np.nanmean(exc[("ST", n)])) if np.isfinite(exc[("ST", n)]).any() else np.nan for n in idx}
+    how = ("each model on the points of the fixed sample it is vulnerable on (the paper's quantity: its own "
+           "vulnerable points; no selection on any model's outcome)")
+
+    def ours_cell(m, n, d):
+        a, b = vals[(m.label, n)], vals[("ST", n)]
+        both = np.isfinite(a) & np.isfinite(b)
         paper = PAPER.get(m.label)
-        parts, vs = [], []
-        for n in idx:
-            d = paper_direction(m.label, n) if paper else "up"
-            v = cell_verdict(exc[(m.label, n)], exc[("ST", n)], n, d, base[n])
-            vs.append(v)
-            ok = np.isfinite(vals[(m.label, n)]) & np.isfinite(vals[("ST", n)])
-            parts.append(f"{n}: {fmt(np.mean(vals[(m.label, n)][ok]))} vs ST {fmt(np.mean(vals[('ST', n)][ok]))} "
-                         f"{S.UNIT[n]} (paper: {paper[1 if n == 'l2' else 2] if paper else '-'} vs "
-                         f"{PAPER['ST'][1 if n == 'l2' else 2]}, {d}); "
-                         + S.mcnemar_text(study.robust(m, n), study.robust(st, n), m.label, "ST"))
-        v = all_of(*vs)
-        per_aug[m.label] = v
-        if paper:
-            dirs = {n: paper_direction(m.label, n) for n in idx}
-            statement = (f"{m.label[3:]} (Table 3: accuracy {paper[0]}%, sparsity {paper[1]} rad / {paper[2]} dims "
-                         f"vs no augmentation {PAPER['ST'][1]} / {PAPER['ST'][2]}): sparsity "
-                         + ", ".join(f"{'l_2' if n == 'l2' else 'l_inf'} "
-                                     f"{'higher' if dirs[n] == 'up' else 'lower' if dirs[n] == 'down' else 'no gain'}"
-                                     for n in idx))
-            kind = "paper"
-        else:
-            statement = f"{m.label[3:]} (not in the paper's Table 3): raises sparsity in both norms like most augmentations"
-            kind = "beyond"
-        claims.append(claim("004", f"Table 3 ({m.label})", statement,
-                            f"{setting}; paired: {samples}; " + "; ".join(parts), v, kind=kind))
-    in_table = [m.label for m in ms[1:] if PAPER.get(m.label)]
-    if len(in_table) >= 2:
+        j = 1 if n == "l2" else 2
+        pair = ""
+        if both.sum() >= 2:
+            ea, eb = exc[(m.label, n)][both], exc[("ST", n)][both]
+            pv = paired_greater(ea, eb, effect=REL_EFFECT * abs(base[n]) if base[n] else 1.0, what="aug > ST")
+            pair = f"; ours, paired on the {int(both.sum())} points vulnerable for both: {pv.test.split(': ', 1)[1]}"
+        return (f"{n}: {fmt(np.nanmean(a)) if np.isfinite(a).any() else 'nan'} (n = {int(np.isfinite(a).sum())}) vs "
+                f"ST {fmt(np.nanmean(b)) if np.isfinite(b).any() else 'nan'} (n = {int(np.isfinite(b).sum())}) "
+                f"{S.UNIT[n]} (paper: {paper[j] if paper else '-'} vs {PAPER['ST'][j]}, {d}){pair}; "
+                + S.mcnemar_text(study.robust(m, n), study.robust(st, n), m.label, "ST"))
+
+    in_table = [m for m in ms[1:] if PAPER.get(m.label)]
+    beyond = [m for m in ms[1:] if not PAPER.get(m.label)]
+    per_aug = {}
+    for group, fam in ((in_table, f"Table 3: the {2 * len(in_table)} cells of {len(in_table)} augmentations x 2 "
+                                  f"norms"), (beyond, "the augmentations beyond the table, x 2 norms")):
+        if not group:
+            continue
+        cells = [(m, n, paper_direction(m.label, n) if PAPER.get(m.label) else "up") for m in group for n in idx]
+        vs = S.holm([cell_rule(exc[(m.label, n)], exc[("ST", n)], n, d, base[n]) for m, n, d in cells],
+                    fam)
+        for m in group:
+            mine = [(n, d, v) for (mm, n, d), v in zip(cells, vs) if mm is m]
+            v = S.worst(*[v for _, _, v in mine])
+            per_aug[m.label] = v
+            paper = PAPER.get(m.label)
+            parts = "; ".join(ours_cell(m, n, d) for n, d, _ in mine)
+            if paper:
+                statement = (f"{m.label[3:]} (Table 3: accuracy {paper[0]}%, sparsity {paper[1]} rad / {paper[2]} "
+                             f"dims vs no augmentation {PAPER['ST'][1]} / {PAPER['ST'][2]}): sparsity "
+                             + ", ".join(f"{'l_2' if n == 'l2' else 'l_inf'} "
+                                         f"{'higher' if d == 'up' else 'lower' if d == 'down' else 'no change'}"
+                                         for n, d, _ in mine))
+                kind = "paper"
+            else:
+                statement = (f"{m.label[3:]} (not in the paper's Table 3): raises sparsity in both norms like most "
+                             f"augmentations")
+                kind = "beyond"
+            claims.append(claim("004", f"Table 3 ({m.label})", statement,
+                                f"{setting}; {how}: {samples}; Holm over {fam} (one family); {parts}", v, kind=kind))
+    labels = [m.label for m in in_table]
+    if len(labels) >= 2:
         # the sentence as printed: "each of them increases sparsity on both norms; the only exception is CutMix"
         contra = [f"{lab} {('l_2' if n == 'l2' else 'l_inf')} {PAPER[lab][1 if n == 'l2' else 2]} vs "
-                  f"{PAPER['ST'][1 if n == 'l2' else 2]}" for lab in in_table if "cutmix" not in lab
+                  f"{PAPER['ST'][1 if n == 'l2' else 2]}" for lab in labels if "cutmix" not in lab
                   for n in ("l2", "linf") if paper_direction(lab, n) != "up"]
         claims.append(claim(
             "004", "Table 3: every augmentation but CutMix raises sparsity (as printed)",
@@ -151,66 +182,79 @@ def make_claims(study, ms, idx, sample_text, setting):
             "" if not contra else f"the sentence contradicts the table it summarises ({'; '.join(contra)}; 50% "
                                   f"CutMix, which the exception may cover, also leaves l_inf sparsity where it was, "
                                   f"57.0 vs 56.8); the next row tests the table as printed"))
-        cells = [per_aug[lab] for lab in in_table]
-        summary = ", ".join(f"{lab}: {per_aug[lab].verdict}" for lab in in_table)
+        summary = ", ".join(f"{lab}: {per_aug[lab].verdict}" for lab in labels)
         claims.append(claim(
             "004", "Table 3: every augmentation but CutMix raises sparsity (corrected)",
             "each augmentation moves sparsity as Table 3 shows (a change of more than "
-            f"{PAPER_CHANGE:.0%} of the baseline counts): " + table_reading(in_table),
-            f"{setting}; the per-augmentation rows (paired: {samples}): {summary}",
-            summarise(all_of(*cells), {lab: per_aug[lab] for lab in in_table},
+            f"{PAPER_CHANGE:.0%} of the baseline counts): " + table_reading(labels),
+            f"{setting}; {how}; the per-augmentation rows, their {2 * len(labels)} cells one Holm family: {summary}",
+            summarise(S.worst(*[per_aug[lab] for lab in labels]), {lab: per_aug[lab] for lab in labels},
                       "all of the per-augmentation rows' tests (each row states its own)",
                       "not every augmentation moves sparsity as the table shows")))
     if "ST+ricap" in {m.label for m in ms}:
-        ricap = next(m for m in ms if m.label == "ST+ricap")
-        others = [m for m in ms[1:] if "ricap" not in m.label and PAPER.get(m.label)]
-        vs, parts = [], []
-        for n in idx:
-            for o in others:
-                v = paired_greater(exc[("ST+ricap", n)], exc[(o.label, n)], effect=REL_EFFECT * base[n],
-                                   what=f"{n}: RICAP > {o.label}")
-                vs.append(v)
-                parts.append(f"{n} vs {o.label}: {v.verdict} ({v.test.split(': ', 2)[-1]})")
+        others = [m for m in in_table if "ricap" not in m.label]
+        pairs = [(n, o) for n in idx for o in others]
+        if pairs:
+            rules = [lambda lv, n=n, o=o: S.residual_greater(
+                S.shared(exc[("ST+ricap", n)], exc[(o.label, n)]), effect=REL_EFFECT * base[n] if base[n] > 0 else 1.0,
+                alpha=lv, what=f"{n}: RICAP > {o.label}") for n, o in pairs]
+            vs = S.holm(rules, f"RICAP against the {len(others)} other augmentations x 2 norms")
+            parts = [f"{n} vs {o.label}: {v.verdict}" for (n, o), v in zip(pairs, vs)]
+            verdict = summarise(S.worst(*vs), {p.split(":")[0]: x for p, x in zip(parts, vs)},
+                                "one-sided tests of RICAP's residual sparsity against each non-RICAP augmentation's "
+                                "in both norms: " + "; ".join(v.test for v in vs),
+                                "RICAP is not significantly above every other augmentation")
+        else:
+            verdict = Verdict("inconclusive", "no other augmentation", "nothing to compare")
+            parts = []
         claims.append(claim(
             "004", "Table 3: RICAP leads",
             "RICAP largely outperforms all other augmentations for robustness with standard training (sparsity "
             "0.272 rad / 105 dims, the next non-RICAP 0.225 / 71.1)",
-            f"{setting}; paired: {samples}; " + ", ".join(parts),
-            summarise(all_of(*vs), {p.split(":")[0]: x for p, x in zip(parts, vs)},
-                      "paired one-sided t tests of RICAP against each non-RICAP augmentation in both norms (above)",
-                      "RICAP is not significantly above every other augmentation") if vs
-            else Verdict("inconclusive", "no other augmentation", "nothing to compare")))
+            f"{setting}; {how}: {samples}; Holm over the {len(pairs)} comparisons (one family); " + ", ".join(parts),
+            verdict))
     return claims
 
 
-def figure(study, ms, idx, out):
+def figure(study, ms, idx, args):
+    """Table 3 as bars: each model's residual sparsity on its vulnerable points of the fixed sample."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return []
+    from shared import save_figure
+
     norms = list(idx)
     fig, axes = plt.subplots(1, len(norms), figsize=(6 * len(norms), 4), squeeze=False)
+    counts = []
     for ax, n in zip(axes[0], norms):
         means, ses = [], []
         for m in ms:
-            r = S.mean_se(study.values(m, n)[idx[n]])
+            v = study.values(m, n)[idx[n]]
+            counts.append(int(np.isfinite(v).sum()))
+            r = S.mean_se(v)
             means.append(r["residual_sparsity"])
             ses.append(r["residual_stderr"])
         ax.bar(range(len(ms)), means, yerr=2 * np.nan_to_num(np.asarray(ses)), color="tab:green")
         ax.set_xticks(range(len(ms)))
         ax.set_xticklabels([m.label for m in ms], rotation=60, fontsize=7, ha="right")
-        ax.set_ylabel(f"sparsity on the common points ({S.UNIT[n]})")
-        ax.set_title(f"{n}, eps = {study.eps[n]:g}, {len(idx[n])} paired points (+- 2 se)")
+        ax.set_ylabel(f"{n} residual sparsity ({S.UNIT[n]})")
+        ax.set_title(f"{n}, eps = {study.eps[n]:g}")
     fig.tight_layout()
-    path = os.path.join(out, "sparsity_augmentation.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    caption = (f"Paper 004 Table 3 as bars ({'full MNIST' if not args.quick else 'digits, --quick'}): residual "
+               f"sparsity (mean +- 2 se) of the standardly trained CNN with each augmentation "
+               f"({', '.join(m.label for m in ms)}), "
+               f"l_2 at eps {study.eps['l2']:g} and l_inf at {study.eps['linf']:g}; each model on the points of one "
+               f"fixed stratified sample ({idx[norms[0]].size} pool points: {study.text}) that it is vulnerable on, "
+               f"n = {min(counts)}-{max(counts)} per bar.")
+    return [save_figure(fig, args, "sparsity_augmentation.png", caption)]
 
 
 def main(argv=None):
+    from rcurves.data.sampling import describe
+
     args = parse_args(__doc__, name="sparsity_augmentation", argv=argv)
     b = S.budget(args)
     if not args.quick:
@@ -218,21 +262,25 @@ def main(argv=None):
     study = S.Study(args, S.dataset(args), b, args.seed)
     ms = models(args)
     idx, text, rows = {}, {}, []
+    k = min(N_SAMPLE, study.n)
     for norm in ("l2", "linf"):
-        idx[norm], text[norm] = S.common_sample(study, ms, norm)
+        idx[norm] = np.arange(k)                    # the first pool points: fixed before any model is measured
+        text[norm] = describe(study.y, idx[norm], f"the first {k} points of the pool (stratified), fixed before any "
+                                                  f"model is measured")["text"]
         for m in ms:
             study.measure(m, norm, idx[norm])
             v = study.values(m, norm)[idx[norm]]
             r = {"model": m.label, "name": m.name, "norm": norm, "eps": study.eps[norm],
                  "natural_accuracy": float(study.correct(m).mean()),
                  "adversarial_accuracy": float(study.robust(m, norm).mean()),
-                 "n_measured": int(np.isfinite(v).sum()), "n_searched": int(idx[norm].size)} | S.mean_se(v)
+                 "n_vulnerable_in_sample": int(study.vulnerable(m, norm)[idx[norm]].sum()),
+                 "n_measured": int(np.isfinite(v).sum()), "n_sample": int(idx[norm].size)} | S.mean_se(v)
             rows.append(r)
-            print(norm, r["model"], {k: (round(x, 4) if isinstance(x, float) else x) for k, x in r.items()
-                                     if k not in ("model", "name", "norm")}, flush=True)
+            print(norm, r["model"], {k_: (round(x, 4) if isinstance(x, float) else x) for k_, x in r.items()
+                                     if k_ not in ("model", "name", "norm")}, flush=True)
     text = {n: f"{t} (pool: {study.text})" for n, t in text.items()}
     claims = make_claims(study, ms, idx, text, S.setting(args))
-    figures = figure(study, ms, idx, args.out)
+    figures = figure(study, ms, idx, args)
     write_result(args, {"budget": b.__dict__, "eps": study.eps, "samples": text, "table": rows,
                         "per_point": [{"model": m.label, "norm": n, "index": idx[n],
                                        "values": study.values(m, n)[idx[n]]} for m in ms for n in idx],

@@ -20,15 +20,23 @@ l_inf 0.12 and l_2 0.6.
 first ``n_pool`` points of the class-interleaved held-out split
 (``rcurves.data.sampling``: any prefix is a stratified sample), the same for every
 model. A model's *vulnerable* points are those of the pool it classifies
-correctly and APGD breaks at eps (:func:`broken_by_attack`). Sparsity is
-measured on stratified samples of vulnerable points
-(``rcurves.data.sampling.stratified`` with the vulnerable mask: each class in
-proportion to its share of the vulnerable points), and comparisons between
-models are **paired**: on the points vulnerable for every model compared.
-Each pool point has its own key (``fold_in(key, pool index)``), so a point
-has the same random directions (and plain-attack start) for every model and
-in every call: per-point values measured for one comparison serve the next
-(:class:`Study`).
+correctly and APGD breaks at eps (:func:`broken_by_attack`). The paper
+reports each model's sparsity over its own vulnerable points, and every row
+decides on that quantity: a model's residual sparsity is its mean over a
+stratified sample of its vulnerable points (``rcurves.data.sampling.stratified``
+with the vulnerable mask; :meth:`Study.residual`), or over the points of a
+sample of the pool fixed before any model is measured that it is vulnerable
+on. Two residual sparsities are compared by :func:`welch` (separate samples)
+or :func:`shared` (one fixed sample: a bootstrap over its points, the points
+vulnerable for both counting as pairs), decided by :func:`residual_greater`
+and :func:`residual_null`; several tests for one claim are one family
+(:func:`holm`). A comparison on the points vulnerable for both models is a
+selection on the outcome (where the stronger model breaks, the weaker one
+is at its weakest): the rows give it beside the paper's quantity, labelled
+as ours. Each pool point has its own key (``fold_in(key, pool index)``), so
+a point has the same random directions (and plain-attack start) for every
+model and in every call: per-point values measured for one comparison serve
+the next (:class:`Study`).
 
 **The l_2 box floor.** In [0, 1]^d the sphere of radius eps around a point
 of MNIST (most pixels at 0 or 1) is mostly outside the box: the nearest
@@ -47,9 +55,12 @@ import hashlib
 import json
 import math
 import os
-from typing import Callable, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, NamedTuple, Optional, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from rcurves.claims.verdicts import Verdict
 
 EPS = {"mnist-full": {"l2": 1.5, "linf": 0.1}, "digits": {"l2": 0.6, "linf": 0.12}}
 BOUNDS = (0.0, 1.0)
@@ -456,17 +467,214 @@ def paired_values(study: Study, a: Model, b: Model, norm: str, idx) -> tuple:
     return va[ok], vb[ok], idx[ok]
 
 
-def common_sample(study: Study, models: Sequence[Model], norm: str, k: Optional[int] = None) -> tuple:
-    """``(idx, text)``: a stratified sample of the pool points vulnerable for every one of ``models``."""
-    from rcurves.data.sampling import describe
+# ---------------------------------------------------------------------------
+# comparing residual sparsities: each model on its own vulnerable points (the paper's quantity)
 
-    mask = np.ones(study.n, bool)
-    for m in models:
-        mask &= study.vulnerable(m, norm)
-    idx = study.sample(mask, k)
-    d = describe(study.y, idx, f"stratified sample of the {int(mask.sum())} points of the pool vulnerable for all "
-                               f"{len(models)} models")
-    return idx, d["text"]
+
+class Contrast(NamedTuple):
+    """``d = mean_a - factor * mean_b`` of two residual sparsities, with its standard error ``se`` (``df``: the
+    degrees of freedom of the t reference, ``inf`` for the normal one); ``n_a``, ``n_b``: the points each mean
+    is over; ``n_units``: the units the standard error shrinks with (``sqrt``); ``how``: how it was taken."""
+
+    d: float
+    se: float
+    df: float
+    mean_a: float
+    mean_b: float
+    n_a: int
+    n_b: int
+    n_units: int
+    how: str
+    factor: float = 1.0
+
+
+def _finite(v) -> np.ndarray:
+    v = np.asarray(v, np.float64).reshape(-1)
+    return v[np.isfinite(v)]
+
+
+def welch(a, b, factor: float = 1.0) -> Contrast:
+    """Two separately drawn samples, each model's values on its own points (e.g. a stratified sample of its
+    vulnerable points): ``mean(a) - factor * mean(b)`` with Welch's standard error and Welch-Satterthwaite
+    degrees of freedom. Two samples drawn from overlapping vulnerable sets may share points, whose values go
+    together: the independent-samples error then overstates the difference's (the test is conservative)."""
+    a, b, f = _finite(a), _finite(b), float(factor)
+    na, nb = a.size, b.size
+    ma = float(a.mean()) if na else math.nan
+    mb = float(b.mean()) if nb else math.nan
+    if na < 2 or nb < 2:
+        return Contrast(ma - f * mb, math.nan, math.nan, ma, mb, na, nb, na + nb, "Welch (fewer than 2 points)", f)
+    va, vb = a.var(ddof=1) / na, f * f * b.var(ddof=1) / nb
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1)) if va + vb > 0 else math.inf
+    return Contrast(ma - f * mb, se, df, ma, mb, na, nb, na + nb, "Welch, the two samples taken as independent", f)
+
+
+def shared(va, vb, factor: float = 1.0, n_boot: int = 2000, seed: int = 0) -> Contrast:
+    """One sample of points fixed before any model is measured (e.g. the first pool points), each model's
+    residual sparsity the mean over the points it is vulnerable on (``va``, ``vb``: ``(n,)`` values on the
+    sample, NaN where the model is not vulnerable or not measured). ``mean(va) - factor * mean(vb)`` with a
+    bootstrap standard error over the sample's points (resampled with both values together, so the points
+    measured for both count as pairs and the rest as unpaired; normal reference)."""
+    xa, xb, f = np.asarray(va, np.float64).reshape(-1), np.asarray(vb, np.float64).reshape(-1), float(factor)
+    if xa.shape != xb.shape:
+        raise ValueError(f"vb: expected the sample of va (shape {xa.shape}), got {xb.shape}")
+    n = xa.size
+    fa, fb = np.isfinite(xa), np.isfinite(xb)
+    na, nb, both = int(fa.sum()), int(fb.sum()), int((fa & fb).sum())
+    ma = float(xa[fa].mean()) if na else math.nan
+    mb = float(xb[fb].mean()) if nb else math.nan
+    how = (f"bootstrap over the {n} points of the sample ({n_boot} resamples; the {both} points measured for "
+           f"both count as pairs)")
+    if na < 2 or nb < 2:
+        return Contrast(ma - f * mb, math.nan, math.inf, ma, mb, na, nb, n, how, f)
+    idx = np.random.default_rng(seed).integers(0, n, (n_boot, n))
+
+    def means(x, fin):
+        c = fin[idx].sum(axis=1)
+        s = np.where(fin, x, 0.0)[idx].sum(axis=1)
+        return np.where(c > 0, s / np.maximum(c, 1), np.nan)
+
+    d = means(xa, fa) - f * means(xb, fb)
+    d = d[np.isfinite(d)]
+    se = float(d.std(ddof=1)) if d.size > 1 else math.nan
+    return Contrast(ma - f * mb, se, math.inf, ma, mb, na, nb, n, how, f)
+
+
+def _t_ref(df: float):
+    from scipy.stats import norm, t
+
+    return norm if not math.isfinite(df) else t(df)
+
+
+def contrast_text(c: Contrast, what: str) -> str:
+    f = "" if c.factor == 1 else f"{c.factor:g} x "
+    return (f"{what}: {c.mean_a:.4g} (n = {c.n_a}) vs {f}{c.mean_b:.4g} (n = {c.n_b}), difference {c.d:.4g} +- "
+            f"{c.se:.2g} (se; {c.how})")
+
+
+def residual_greater(c: Contrast, *, effect: float, alpha: float = 0.05, power: float = 0.8,
+                     what: str = "a > b") -> "Verdict":
+    """Effect claim on two residual sparsities: ``c.d > 0`` (``mean_a > factor * mean_b``), one-sided t (Welch)
+    or z (bootstrap) test at ``alpha``. reproduced: significant; differs: significant the other way, or not
+    significant although the test had ``power`` against an excess of ``effect`` (the smallest the claim is
+    about; the caller states it); inconclusive: it had not (or a sample has fewer than 2 points), with the
+    sample it would need. ``p``: the one-sided p for the claim (1 when there is no test)."""
+    from scipy.stats import norm
+
+    from rcurves.claims.verdicts import Verdict
+
+    e = float(effect)
+    if not (math.isfinite(e) and e > 0):
+        raise ValueError(f"effect: expected a difference > 0, got {effect!r}")
+    if not (math.isfinite(c.se) and math.isfinite(c.d)):
+        return Verdict("inconclusive", f"{what}: {c.n_a} vs {c.n_b} points",
+                       f"a sample has fewer than 2 measured points ({c.n_a}, {c.n_b}): no test possible", 1.0)
+    ref = _t_ref(c.df)
+    tt = c.d / c.se if c.se > 0 else math.copysign(math.inf, c.d) if c.d else 0.0
+    p, p_other = float(ref.sf(tt)), float(ref.cdf(tt))
+    za, zp = float(norm.ppf(1 - alpha)), float(norm.ppf(power))
+    pw = 1.0 if c.se == 0 else float(norm.cdf(e / c.se - za))
+    test = (f"{contrast_text(c, what)}, one-sided {'z' if not math.isfinite(c.df) else f't (df {c.df:.0f})'} = "
+            f"{tt:.2f}, p = {p:.2g}; power {pw:.2f} against an excess of {e:.3g}")
+    if p < alpha:
+        return Verdict("reproduced", test, "", p)
+    if p_other < alpha:
+        return Verdict("differs", test, f"significantly the other way ({what} fails, p = {p_other:.2g})", p)
+    if pw >= power:
+        return Verdict("differs", test, f"not significant, although the test had power {pw:.2f} to detect an "
+                                        f"excess of {e:.3g}", p)
+    k = ((za + zp) * c.se / e) ** 2
+    return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} to detect an excess of {e:.3g}: about "
+                                         f"{_scaled(c, k)} would be needed", p)
+
+
+def residual_null(c: Contrast, *, effect: float, alpha: float = 0.05, side: str = "two-sided",
+                  what: str = "a vs b") -> "Verdict":
+    """Null claim on two residual sparsities, failing whenever the change it denies is significant.
+
+    ``side='two-sided'`` ("no change"): differs if ``c.d`` is significantly different from 0 either way
+    (two-sided test at ``alpha``); reproduced if not, and the ``1 - 2 alpha`` interval lies inside
+    ``(-effect, effect)`` (equivalence, two one-sided tests); inconclusive otherwise. ``side='greater'``
+    ("does not raise"): differs if ``c.d`` is significantly above 0 (one-sided); reproduced if not, and the
+    one-sided upper bound is below ``effect`` (non-superiority); inconclusive otherwise. ``effect``: the
+    smallest change the claim rules out; the caller states it. ``p``: the p of the change the claim denies
+    (two-sided or one-sided up), whose smallness refutes it."""
+    from rcurves.claims.verdicts import Verdict
+
+    e = float(effect)
+    if not (math.isfinite(e) and e > 0):
+        raise ValueError(f"effect: expected a difference > 0, got {effect!r}")
+    if side not in ("two-sided", "greater"):
+        raise ValueError(f"side: expected 'two-sided' or 'greater', got {side!r}")
+    if not (math.isfinite(c.se) and math.isfinite(c.d)):
+        return Verdict("inconclusive", f"{what}: {c.n_a} vs {c.n_b} points",
+                       f"a sample has fewer than 2 measured points ({c.n_a}, {c.n_b}): no test possible", 1.0)
+    ref = _t_ref(c.df)
+    tt = c.d / c.se if c.se > 0 else math.copysign(math.inf, c.d) if c.d else 0.0
+    tc = float(ref.ppf(1 - alpha))
+    lo, hi = c.d - tc * c.se, c.d + tc * c.se
+    if side == "two-sided":
+        p = float(min(1.0, 2 * ref.sf(abs(tt))))
+        test = (f"{contrast_text(c, what)}; two-sided p = {p:.2g}; {1 - 2 * alpha:.0%} interval [{lo:.4g}, "
+                f"{hi:.4g}] vs the margin +-{e:.3g} (equivalence)")
+        sig, ok, gap = p < alpha, -e < lo and hi < e, e - abs(c.d)
+        against = f"the change is significant ({c.d:+.4g}, two-sided p = {p:.2g})"
+    else:
+        p = float(ref.sf(tt))
+        test = (f"{contrast_text(c, what)}; one-sided p of a rise = {p:.2g}; {1 - alpha:.0%} upper bound "
+                f"{hi:.4g} vs the margin {e:.3g} (non-superiority)")
+        sig, ok, gap = p < alpha, hi < e, e - max(c.d, 0.0)
+        against = f"the rise is significant ({c.d:+.4g}, one-sided p = {p:.2g})"
+    if sig:
+        return Verdict("differs", test, against, p)
+    if ok:
+        return Verdict("reproduced", test, "", p)
+    if gap <= 0:
+        return Verdict("inconclusive", test, f"the change ({c.d:+.4g}) is not inside the margin {e:.3g} and not "
+                                             f"significant: more points would tell", p)
+    return Verdict("inconclusive", test, f"the interval holds the margin {e:.3g}: at the observed change about "
+                                         f"{_scaled(c, (tc * c.se / gap) ** 2)} would settle it", p)
+
+
+def _scaled(c: Contrast, k: float) -> str:
+    """The sample ``k`` times as large, in words."""
+    k = max(k, 1.0)
+    if c.how.startswith("Welch"):
+        return f"{math.ceil(k * c.n_a)} and {math.ceil(k * c.n_b)} points"
+    return f"{math.ceil(k * c.n_units)} points in the sample"
+
+
+def with_p(v, p: float = 1.0):
+    """``v`` with ``p`` set where its rule set none (a verdict with no test, e.g. too few points), so a family
+    correction can rank it (last)."""
+    return v if v.p is not None and math.isfinite(float(v.p)) else v._replace(p=p)
+
+
+def holm(rules: Sequence[Callable], family: str, alpha: float = 0.05) -> list:
+    """``rcurves.claims.verdicts.holm`` over ``rules`` (callables ``level -> Verdict``), a rule without a
+    p-value ranked last (``with_p``). One family per claim: every model, radius or norm its rows test."""
+    from rcurves.claims.verdicts import holm as _holm
+
+    return _holm([lambda lv, r=r: with_p(r(lv)) for r in rules], alpha=alpha, family=family)
+
+
+def worst(*vs):
+    """A conjunction of verdicts: differs if any differs, else not reproducible here, inconclusive,
+    reproduced (tests and reasons joined; ``p``: the largest)."""
+    from rcurves.claims.verdicts import Verdict
+
+    order = ("differs", "not reproducible here", "inconclusive", "reproduced")
+    w = next(o for o in order if any(v.verdict == o for v in vs))
+    ps = [float(v.p) for v in vs if v.p is not None]
+    why = "; ".join(v.why for v in vs if v.why and v.verdict != "reproduced")
+    return Verdict(w, "; ".join(v.test for v in vs), why, max(ps) if ps else None)
+
+
+def own_values(row: dict) -> np.ndarray:
+    """A residual row's per-point values on its own sample: l_2 above the box floor, l_inf as measured."""
+    pp = np.asarray(row["per_point"], np.float64)
+    return pp - np.asarray(row["box_floor"], np.float64) if row["norm"] == "l2" and "box_floor" in row else pp
 
 
 def fmt_row(r: dict) -> str:
