@@ -77,6 +77,12 @@ def main(argv=None):
     stats["pgd_2eps"]["success_rate"] = float(ok_big.mean())
     png = _plot(x[near], res_show, at, adv_big[:SHOW], x[sample][:SHOW], pred_at[:SHOW], ok_big[:SHOW],
                 big, args.out)
+    png = (png, f"000 Figure 7 (analogue) on MNIST: {MODEL} (zoo C.1 CNN, l_inf AT at {eps_train:g}); rows 1-2: the "
+                f"{min(SHOW, len(near))} test images whose attack distance is closest to the model's median l_inf "
+                f"distance {med:.3g} and their minimal adversarial examples (predicted label, l_inf distance d); "
+                f"rows 3-4: {min(SHOW, len(sample))} of {len(sample)} random points (default_rng({args.seed}), finite "
+                f"positive distance) and PGD examples at 2 x the training eps = {big:g}. Points of "
+                f"{evaluation_sample(args, ev)}.")
     m, g = stats["minimal"], stats["pgd_2eps"]
     claims = [claim(
         "000", "Figure 7 / Appendix D",
@@ -124,10 +130,10 @@ def _plot(x_med, res_med, at, x_big, x_big_orig, pred_big, ok_big, big, out):
     fig.suptitle("AT l_inf 0.3: minimal adversarial examples near the median distance (rows 1-2) and PGD at "
                  "2 x eps (rows 3-4)", fontsize=8)
     fig.tight_layout()
-    path = os.path.join(out, "fig7_examples.png")
-    fig.savefig(path, dpi=120)
+    name = "fig7_examples.png"
+    fig.savefig(os.path.join(out, name), dpi=120)
     plt.close(fig)
-    return path
+    return name
 
 
 if __name__ == "__main__":

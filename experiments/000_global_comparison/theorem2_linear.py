@@ -164,7 +164,11 @@ def main(argv=None):
                           "default_l1_attack_over_exact": {"median": float(np.median(ratio_default_l1)),
                                                            "max": float(ratio_default_l1.max())},
                           "collapse_exact": col_exact, "collapse_attack": col_attack}}
-    figures = [_plot(atk, exact, w, args.out)]
+    figures = [(_plot(atk, exact, w, args.out),
+                f"000 Theorem 2 on a trained binary linear model of MNIST 3 vs 8: left, its l_1, l_2 and l_inf "
+                f"robustness curves from the attack's per-point distances (unbounded inputs; robust error against "
+                f"perturbation size, symlog axis); right, the same curves with eps rescaled by c = ||w||_q / "
+                f"||w||_1 onto the l_inf axis, where Theorem 2 says they coincide. Points: {sample}; n = {n}.")]
     if not args.quick:
         payload["multiclass"] = _multiclass(args, claims)
     write_result(args, payload, claims, figures)
@@ -251,10 +255,10 @@ def _plot(atk, exact, w, out):
         ax.set_ylabel("robust error")
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    path = os.path.join(out, "theorem2_linear.png")
-    fig.savefig(path, dpi=120)
+    name = "theorem2_linear.png"
+    fig.savefig(os.path.join(out, name), dpi=120)
     plt.close(fig)
-    return path
+    return name
 
 
 if __name__ == "__main__":
