@@ -43,7 +43,6 @@ def _one_line_error(capsys, rc):
 # demo
 
 
-@pytest.mark.slow
 def test_demo_tiny_end_to_end_and_warm_rerun(tmp_path, capsys):
     out, cache = str(tmp_path / "demo"), str(tmp_path / "cache")
     args = ["demo", "--tiny", "--out", out, "--cache", cache, "--no-progress"]
@@ -137,7 +136,6 @@ CURVES = ["curves", "--data", "digits", "--norm", "linf", "--n", "40", "--chunk-
           "--search-steps", "2", "--steps", "4", "--no-progress"]
 
 
-@pytest.mark.slow
 def test_killed_curves_run_resumes_to_identical_results(linear_ckpt, tmp_path):
     killed, clean = str(tmp_path / "killed"), str(tmp_path / "clean")
     run_dir = os.path.join(killed, "runs", "ST__linf")

@@ -124,7 +124,6 @@ def test_certified_loss_weights_clean_and_robust_terms():
     assert float(certified_loss(z, m, t, y, 0.3)) == pytest.approx(0.3 * clean + 0.7 * robust, rel=1e-6)
 
 
-@pytest.mark.slow
 def test_certified_training_certifies_more_than_adversarial_training(data):
     """Same MLP, eps, epochs and warm-up: CROWN certifies many more held-out points (l_inf 0.1)
     after IBP or CROWN-IBP training than after PGD-AT."""

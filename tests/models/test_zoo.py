@@ -21,9 +21,15 @@ def test_entries_are_consistent():
     for name, e in zoo.ENTRIES.items():
         assert e.name == name and e.dataset in zoo.DATASETS and e.note
         assert e.model.input_shape == {"mnist": (28, 28, 1), "mnist-full": (28, 28, 1), "digits": (8, 8, 1)}[e.dataset]
-        if "-at-" in name:
-            head, sep, suffix = name.partition(f"-at-{e.train.norm}-{e.train.eps:g}")
-            assert e.train.method == "at" and sep and suffix in ("", "-1step", "-shift"), name
+        # a name says the method and its threat model: -at-, -trades-, -crown-ibp-, -mmr-at- (MMR + AT), -mmr-univ
+        tag = {"at": "at", "trades": "trades", "ibp": "ibp", "crown-ibp": "crown-ibp", "mmr": "mmr-at"}.get(e.train.method)
+        if e.train.method == "mmr-univ":
+            assert name.endswith("-mmr-univ"), name
+        if e.train.method == "mmr":
+            assert e.train.mmr_at_frac > 0 and e.train.eps > 0, name      # the zoo's MMR models are MMR + AT
+        if tag is not None and e.train.eps > 0:
+            head, sep, suffix = name.partition(f"-{tag}-{e.train.norm}-{e.train.eps:g}")
+            assert sep and suffix in ("", "-1step", "-shift"), name
             assert (suffix == "-1step") == (e.train.attack_steps == 1), name
             assert (suffix == "-shift") == (e.train.augment == "shift"), name
     with pytest.raises(ValueError, match="name"):
