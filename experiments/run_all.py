@@ -239,8 +239,10 @@ def sync_kept(out, names, claims_dir=None):
 def find_result(out, name, quick, claims_dir=None):
     """The JSON of ``name``'s newest run: ``out`` first, then (full runs only) the kept one in ``claims_dir``.
 
-    For the full report a quick run in ``out`` does not count, and a run whose
-    code is current is preferred to a stale one.
+    For the full report a quick run in ``out`` does not count, a run whose
+    code is current is preferred to a stale one, and among equals the kept one
+    (``sync_kept`` has already kept every current full run of ``out``), so the
+    report does not depend on uncommitted results.
     """
     paths = [os.path.join(out, name, f"{name}.json")]
     if not quick:
@@ -251,8 +253,8 @@ def find_result(out, name, quick, claims_dir=None):
             doc = _load(path)
             if not quick and doc.get("quick"):
                 continue
-            found.append((bool(_stale(doc)), path))
-    return min(found, key=lambda t: t[0])[1] if found else None     # min is stable: out first among equals
+            found.append((bool(_stale(doc)), 0 if path != paths[0] else 1, path))
+    return min(found)[2] if found else None     # current first; the kept JSON among equals
 
 
 def _cell(text):

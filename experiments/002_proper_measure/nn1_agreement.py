@@ -33,8 +33,9 @@ majority-vote 1-NN together (both must pass):
   Holm-corrected over the two conventions (:func:`rcurves.claims.verdicts.holm`);
 * no significant difference: two-sided exact McNemar at 0.01 with the power
   against the same splits (:func:`rcurves.claims.verdicts.null_effect`), each
-  convention at 0.01 (a null claim is not corrected for multiplicity: a lower
-  level would only make "not significant" easier to pass);
+  convention at 0.01, the paper's own test of each (not corrected as a family:
+  the claim is that the paper's test at 0.01 finds nothing; a lower level
+  would make "not significant" easier and the power requirement harder);
 * Section 4: per pair, the adversarially trained model's agreement among the
   changed predictions is below 1/2 (:func:`rcurves.claims.verdicts.rate_below`),
   for every (model, 1-NN convention): Wilson intervals at ``1 - 0.05 / m``
@@ -141,8 +142,7 @@ def table1_verdicts(ignoring: Tuple[int, int], majority: Tuple[int, int], column
       conventions: direction = the paper's side agrees more often (one-sided exact McNemar, 0.05, power
       against the paper's split of that convention), Holm-corrected over the two
       (:func:`rcurves.claims.verdicts.holm`); no_difference = not significant at 0.01 with power against the
-      paper's split (two-sided), each at 0.01 (a null claim is not corrected: a lower level would only make
-      "not significant" easier to pass).
+      paper's split (two-sided), each at 0.01, the paper's own test of each convention (not corrected as a family).
     """
     from rcurves.claims.verdicts import all_of, holm, null_effect, paired_direction
 
@@ -304,8 +304,9 @@ def _table1_claims(args, row, column):
         claim("002", f"{item}: no significant difference",
               paper_stmt + " This row: the non-significance.",
               setting + f"; rule: two-sided exact McNemar at 0.01 (the paper's threshold), passing only with power "
-              f">= 0.8 against the paper's splits {splits}, for both 1-NN conventions (each at 0.01: a null claim "
-              "is not corrected for multiplicity, a lower level would only make it easier to pass); the "
+              f">= 0.8 against the paper's splits {splits}, for both 1-NN conventions (each at 0.01, the paper's own "
+              "test of each; not corrected as a family: a lower level would make 'not significant' easier and the "
+              "power requirement harder); the "
               f"paper's own counts ({', '.join(str(sum(c)) for c in col['counts'].values())} discordant of "
               f"{col['differ']}) give {pn.verdict} under this rule"
               + (": its test too lacked the power to call the difference absent" if pn.verdict == "inconclusive"

@@ -224,7 +224,7 @@ def main(argv=None):
             unbounded = {"at": ua[np.isfinite(ua)], "st": ub[np.isfinite(ub)],
                          "box_at": rows[(norm, at.label)]["residual_sparsity"],
                          "box_st": rows[(norm, st.label)]["residual_sparsity"], "paired_at": pa, "paired_st": pb}
-            study.seconds["sparsity"] += su.seconds.get("sparsity", 0.0)
+            study.seconds["sparsity"] = study.seconds.get("sparsity", 0.0) + su.seconds.get("sparsity", 0.0)
     claims = make_claims(rows, c3, unbounded, S.setting(args), study.text)
 
     figures = []

@@ -648,7 +648,11 @@ def _scaled(c: Contrast, k: float) -> str:
 def with_p(v, p: float = 1.0):
     """``v`` with ``p`` set where its rule set none (a verdict with no test, e.g. too few points), so a family
     correction can rank it (last)."""
-    return v if v.p is not None and math.isfinite(float(v.p)) else v._replace(p=p)
+    if v.p is not None and math.isfinite(float(v.p)):
+        return v
+    if v.verdict == "reproduced":
+        raise ValueError(f"with_p: a reproduced verdict without a p-value cannot join a Holm family ({v.test})")
+    return v._replace(p=p)
 
 
 def holm(rules: Sequence[Callable], family: str, alpha: float = 0.05) -> list:
@@ -660,11 +664,11 @@ def holm(rules: Sequence[Callable], family: str, alpha: float = 0.05) -> list:
 
 
 def worst(*vs):
-    """A conjunction of verdicts: differs if any differs, else not reproducible here, inconclusive,
-    reproduced (tests and reasons joined; ``p``: the largest)."""
+    """A conjunction of verdicts, ranked as ``verdicts.all_of``: not reproducible here, else differs, else
+    inconclusive, else reproduced (tests and reasons joined; ``p``: the largest)."""
     from rcurves.claims.verdicts import Verdict
 
-    order = ("differs", "not reproducible here", "inconclusive", "reproduced")
+    order = ("not reproducible here", "differs", "inconclusive", "reproduced")
     w = next(o for o in order if any(v.verdict == o for v in vs))
     ps = [float(v.p) for v in vs if v.p is not None]
     why = "; ".join(v.why for v in vs if v.why and v.verdict != "reproduced")

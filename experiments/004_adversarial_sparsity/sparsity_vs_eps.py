@@ -161,6 +161,12 @@ def within_rule(c, q: str):
     return rule, int(allm.sum()), (s_lo, s_te, s_hi)
 
 
+def _kind(norm: str) -> str:
+    """004 states these curve claims for l_2 (Figure 3); Appendix D's Figure 6 only shows the l_inf curves:
+    our l_inf rows test the same statements beyond the paper."""
+    return "paper" if norm == "l2" else "beyond"
+
+
 def make_claims(out, radius, setting, curve_text):
     from rcurves.claims.verdicts import Verdict, greater
 
@@ -210,7 +216,7 @@ def make_claims(out, radius, setting, curve_text):
             f"slowly, converging to 0 only asymptotically (tested: at the radius where accuracy reaches 0, at least "
             f"{KEEP} of the largest {q} remains, and it is still above 0 at the largest radius)",
             f"{setting}; {curve_text}; the plotted curve (at each radius the mean over the points broken there); "
-            f"{ours}; Holm over the ST curves' tests in both norms (one family)", v))
+            f"{ours}; Holm over the ST curves' tests in both norms (one family)", v, kind=_kind(norm)))
     # (2) AT vs ST where both accuracies are ~0: over five times (one family over the AT models)
     big, big_rules = [], []
     for norm in ("l2", "linf"):
@@ -250,7 +256,7 @@ def make_claims(out, radius, setting, curve_text):
                             "where both accuracies are (close to) 0, the AT model's sparsity is over five times ST's",
                             f"{setting}; {curve_text}; the plotted curves (each model's mean over the curve points "
                             f"it breaks at that radius), compared by a bootstrap over the points; Holm over the AT "
-                            f"models (one family); {ours}", v))
+                            f"models (one family); {ours}", v, kind=_kind(norm)))
     # (3) the training radius as a local maximum of the plotted curve (one family over the AT models), and ours
     # within points (beyond; one family)
     items = list(radius.items())
@@ -272,7 +278,7 @@ def make_claims(out, radius, setting, curve_text):
             "the sphere of its radius but not inside it)",
             f"{setting}; {text}; the plotted curve, {q} at each radius averaged over the sample's points broken "
             f"there: {curve}" + (f" (raw sparsity {raw} rad)" if norm == "l2" else "")
-            + f"; Holm over the {len(items)} AT models (one family)", v))
+            + f"; Holm over the {len(items)} AT models (one family)", v, kind=_kind(norm)))
         mean = lambda x: fmt(np.mean(x)) if x.size else "nan"  # noqa: E731
         claims.append(claim(
             "004", f"{fig_of[norm]}: {lab} at its training radius, same points",

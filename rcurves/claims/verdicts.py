@@ -390,7 +390,7 @@ def greater(mean_a: float, se_a: float, mean_b: float, se_b: float, *, alpha: fl
     zc = float(norm.ppf(1 - a))
     gap = abs(f * float(mean_b))
     return _ladder(test, what=what, level=a, p_for=p, p_against=float(norm.cdf(z)),
-                   could=not (gap > 0 and zc * se > gap),
+                   could=gap > 0 and zc * se <= gap,   # power: only against a nonzero gap larger than the noise
                    against=f"significantly the other way ({what} fails, z = {z:.2f})",
                    null=f"not significant ({what}: z = {z:.2f})",
                    need=f"the standard error ({se:.2g}) is too large to tell at level {a:g}")
@@ -933,8 +933,11 @@ def holm(rules: Sequence[Rule], *, alpha: float = 0.05, family: str = "") -> Lis
     its claim; each may still be "differs" (significant against the claim, or
     powered) or "inconclusive" by its own ladder at that level. The smallest p
     is thus decided at ``alpha / m`` (as Bonferroni), and the rejections lie
-    between Bonferroni's and the unadjusted ones. Null claims and rate
-    matches (whose small p speaks against the claim) do not belong here.
+    between Bonferroni's and the unadjusted ones. A null claim's rule may
+    join a family, ranked by the p of the change it denies: a lower level
+    makes both its "differs" and its power (or equivalence) step stricter,
+    so it only becomes inconclusive more often; rules decided by an interval
+    without a p-value (``rate_near``, ``rate_matches``) cannot.
 
     Returns the verdicts in the order of ``rules``, each ``test`` extended by
     the family and the level it was decided at.
