@@ -244,7 +244,7 @@ ENTRIES: Dict[str, ZooEntry] = _build_entries()
 
 #: entries whose weights the repository does not ship yet (trained on first use; ``rcurves zoo --train NAME
 #: --ship`` adds them): the training-method models still in training when the zoo last shipped
-NOT_SHIPPED: Tuple[str, ...] = ("mnist-full-cnn-trades-linf-0.3", "mnist-full-cnn-crown-ibp-linf-0.4",
+NOT_SHIPPED: Tuple[str, ...] = ("mnist-full-cnn-crown-ibp-linf-0.4",
                                  "mnist-full-cnn-mmr-at-linf-0.1", "mnist-full-cnn-mmr-at-l2-0.3",
                                  "mnist-full-cnn-mmr-univ")
 
