@@ -553,6 +553,21 @@ def contrast_text(c: Contrast, what: str) -> str:
             f"{c.se:.2g} (se; {c.how})")
 
 
+def _t_of(c: Contrast, effect: float, what: str):
+    """``(effect, reference distribution, t)`` of a contrast, or the inconclusive Verdict when a sample has
+    fewer than 2 measured points (``effect`` > 0 checked first)."""
+    from rcurves.claims.verdicts import Verdict
+
+    e = float(effect)
+    if not (math.isfinite(e) and e > 0):
+        raise ValueError(f"effect: expected a difference > 0, got {effect!r}")
+    if not (math.isfinite(c.se) and math.isfinite(c.d)):
+        return Verdict("inconclusive", f"{what}: {c.n_a} vs {c.n_b} points",
+                       f"a sample has fewer than 2 measured points ({c.n_a}, {c.n_b}): no test possible", 1.0)
+    tt = c.d / c.se if c.se > 0 else math.copysign(math.inf, c.d) if c.d else 0.0
+    return e, _t_ref(c.df), tt
+
+
 def residual_greater(c: Contrast, *, effect: float, alpha: float = 0.05, power: float = 0.8,
                      what: str = "a > b") -> "Verdict":
     """Effect claim on two residual sparsities: ``c.d > 0`` (``mean_a > factor * mean_b``), one-sided t (Welch)
@@ -562,31 +577,22 @@ def residual_greater(c: Contrast, *, effect: float, alpha: float = 0.05, power: 
     sample it would need. ``p``: the one-sided p for the claim (1 when there is no test)."""
     from scipy.stats import norm
 
-    from rcurves.claims.verdicts import Verdict
+    from rcurves.claims.verdicts import _ladder   # the one effect ladder of the verdict rules
 
-    e = float(effect)
-    if not (math.isfinite(e) and e > 0):
-        raise ValueError(f"effect: expected a difference > 0, got {effect!r}")
-    if not (math.isfinite(c.se) and math.isfinite(c.d)):
-        return Verdict("inconclusive", f"{what}: {c.n_a} vs {c.n_b} points",
-                       f"a sample has fewer than 2 measured points ({c.n_a}, {c.n_b}): no test possible", 1.0)
-    ref = _t_ref(c.df)
-    tt = c.d / c.se if c.se > 0 else math.copysign(math.inf, c.d) if c.d else 0.0
+    t = _t_of(c, effect, what)
+    if hasattr(t, "verdict"):   # no test possible: the inconclusive Verdict
+        return t
+    e, ref, tt = t
     p, p_other = float(ref.sf(tt)), float(ref.cdf(tt))
     za, zp = float(norm.ppf(1 - alpha)), float(norm.ppf(power))
     pw = 1.0 if c.se == 0 else float(norm.cdf(e / c.se - za))
     test = (f"{contrast_text(c, what)}, one-sided {'z' if not math.isfinite(c.df) else f't (df {c.df:.0f})'} = "
             f"{tt:.2f}, p = {p:.2g}; power {pw:.2f} against an excess of {e:.3g}")
-    if p < alpha:
-        return Verdict("reproduced", test, "", p)
-    if p_other < alpha:
-        return Verdict("differs", test, f"significantly the other way ({what} fails, p = {p_other:.2g})", p)
-    if pw >= power:
-        return Verdict("differs", test, f"not significant, although the test had power {pw:.2f} to detect an "
-                                        f"excess of {e:.3g}", p)
-    k = ((za + zp) * c.se / e) ** 2
-    return Verdict("inconclusive", test, f"power {pw:.2f} < {power:g} to detect an excess of {e:.3g}: about "
-                                         f"{_scaled(c, k)} would be needed", p)
+    return _ladder(test, what=what, level=alpha, p_for=p, p_against=p_other, could=pw >= power,
+                   against=f"significantly the other way ({what} fails, p = {p_other:.2g})",
+                   null=f"not significant, although the test had power {pw:.2f} to detect an excess of {e:.3g}",
+                   need=lambda: f"power {pw:.2f} < {power:g} to detect an excess of {e:.3g}: about "
+                                f"{_scaled(c, ((za + zp) * c.se / e) ** 2)} would be needed")
 
 
 def residual_null(c: Contrast, *, effect: float, alpha: float = 0.05, side: str = "two-sided",
@@ -602,16 +608,12 @@ def residual_null(c: Contrast, *, effect: float, alpha: float = 0.05, side: str 
     (two-sided or one-sided up), whose smallness refutes it."""
     from rcurves.claims.verdicts import Verdict
 
-    e = float(effect)
-    if not (math.isfinite(e) and e > 0):
-        raise ValueError(f"effect: expected a difference > 0, got {effect!r}")
     if side not in ("two-sided", "greater"):
         raise ValueError(f"side: expected 'two-sided' or 'greater', got {side!r}")
-    if not (math.isfinite(c.se) and math.isfinite(c.d)):
-        return Verdict("inconclusive", f"{what}: {c.n_a} vs {c.n_b} points",
-                       f"a sample has fewer than 2 measured points ({c.n_a}, {c.n_b}): no test possible", 1.0)
-    ref = _t_ref(c.df)
-    tt = c.d / c.se if c.se > 0 else math.copysign(math.inf, c.d) if c.d else 0.0
+    t = _t_of(c, effect, what)
+    if hasattr(t, "verdict"):   # no test possible: the inconclusive Verdict
+        return t
+    e, ref, tt = t
     tc = float(ref.ppf(1 - alpha))
     lo, hi = c.d - tc * c.se, c.d + tc * c.se
     if side == "two-sided":
