@@ -74,12 +74,12 @@ def write_result(args: argparse.Namespace, payload, claims,
     return record.write_result(args.name, args.out, args.quick, payload, claims, figures)
 
 
-def save_figure(fig, args: argparse.Namespace, file: str, caption: str, dpi: int = 120) -> Tuple[str, str]:
-    """Save the matplotlib figure ``fig`` as ``<args.out>/<file>``, close it, and return
-    ``(file, caption)`` for :func:`write_result`'s ``figures``."""
+def save_figure(fig, args, file: str, caption: str, dpi: int = 120) -> Tuple[str, str]:
+    """Save the matplotlib figure ``fig`` as ``<args.out>/<file>`` (``args``: the parsed options, or the
+    output folder itself), close it, and return ``(file, caption)`` for :func:`write_result`'s ``figures``."""
     import matplotlib.pyplot as plt
 
-    fig.savefig(os.path.join(args.out, file), dpi=dpi)
+    fig.savefig(os.path.join(getattr(args, "out", args), file), dpi=dpi)
     plt.close(fig)
     return file, caption
 

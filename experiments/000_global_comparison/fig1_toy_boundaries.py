@@ -24,14 +24,13 @@ as the check: never below the exact distance, within 1 % of it.
 from __future__ import annotations
 
 import math
-import os
 import pathlib
 import sys
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # experiments/: shared.py
-from shared import parse_args, write_result
+from shared import parse_args, save_figure, write_result
 
 from rcurves.claims.record import claim, fmt
 
@@ -180,15 +179,14 @@ def _plot(x, y, kx, ky, exact, out):
     ax.set_title("exact robustness curves")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    name = "fig1_toy_boundaries.png"
-    fig.savefig(os.path.join(out, name), dpi=120)
-    plt.close(fig)
     n = int(x.shape[0])
-    return name, (f"000 Figure 1 on our toy data (the paper gives none): left, an excerpt (x1 <= {8 * SPACING:g}) of "
-                  f"the {n} points (+ class 1, - class 0) with the smooth boundary sign(x2) (blue) and the squiggly "
-                  f"polyline boundary (orange), both error-free; right, their exact l_2 robustness curves (robust "
-                  f"error against perturbation size; exact distances: Lemma 1 and the point-to-polyline distance) "
-                  f"on all {n} points, dashed at eps = {EPS:g} and 2 eps = {2 * EPS:g}.")
+    caption = (f"000 Figure 1 on our toy data (the paper gives none): left, an excerpt (x1 <= {8 * SPACING:g}) of "
+               f"the {n} points (+ class 1, - class 0) with the smooth boundary sign(x2) (blue) and the squiggly "
+               f"polyline boundary (orange), both error-free; right, their exact l_2 robustness curves (robust "
+               f"error against perturbation size; exact distances: Lemma 1 and the point-to-polyline distance) "
+               f"on all {n} points, dashed at eps = {EPS:g} and 2 eps = {2 * EPS:g}.")
+    return save_figure(fig, out, "fig1_toy_boundaries.png", caption)
+
 
 
 if __name__ == "__main__":

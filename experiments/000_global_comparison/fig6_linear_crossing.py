@@ -26,14 +26,13 @@ check that it never goes below the exact distance and lands on it.
 from __future__ import annotations
 
 import math
-import os
 import pathlib
 import sys
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # experiments/: shared.py
-from shared import parse_args, write_result
+from shared import parse_args, save_figure, write_result
 
 from rcurves.claims.record import claim, fmt
 
@@ -155,15 +154,14 @@ def _plot(exact, out, x, y):
         ax.set_ylabel("robust error")
         ax.legend(loc="lower right")
     fig.tight_layout()
-    name = "fig6_linear_crossing.png"
-    fig.savefig(os.path.join(out, name), dpi=120)
-    plt.close(fig)
     n = int(x.shape[0])
-    return name, (f"000 Figure 6 (Appendix A, Example 1) on our data (the paper gives no numbers): left, the {n} "
-                  f"points (two Gaussian clusters per class, mirrored through the origin) with the two error-free "
-                  f"linear classifiers blue sign(x1) and orange sign(x1 + x2); middle and right, their exact l_inf "
-                  f"and l_2 robustness curves (robust error against perturbation size, Lemma 1 distances) on all "
-                  f"{n} points: the l_2 curves cross, the l_inf curves do not.")
+    caption = (f"000 Figure 6 (Appendix A, Example 1) on our data (the paper gives no numbers): left, the {n} "
+               f"points (two Gaussian clusters per class, mirrored through the origin) with the two error-free "
+               f"linear classifiers blue sign(x1) and orange sign(x1 + x2); middle and right, their exact l_inf "
+               f"and l_2 robustness curves (robust error against perturbation size, Lemma 1 distances) on all "
+               f"{n} points: the l_2 curves cross, the l_inf curves do not.")
+    return save_figure(fig, out, "fig6_linear_crossing.png", caption)
+
 
 
 if __name__ == "__main__":
