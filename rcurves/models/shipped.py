@@ -22,14 +22,13 @@ the manifest's: a corrupt or tampered weight file is never loaded.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
 import shutil
 from typing import Any, Dict, Optional
 
-from rcurves.files import atomic_write_bytes, atomic_write_json
+from rcurves.files import atomic_write_bytes, atomic_write_json, file_sha256
 from rcurves.models.checkpoint import META_FILE, PARAMS_FILE, Checkpoint, CheckpointError, load_checkpoint
 
 WEIGHTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
@@ -58,14 +57,6 @@ def manifest(folder: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
     return dict(doc.get("models") or {})
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def shipped_path(name: str, recipe_key: str, folder: Optional[str] = None) -> Optional[str]:
     """The folder of ``name``'s shipped weights if the manifest lists them under ``recipe_key``, else None."""
     rec = manifest(folder).get(name)
@@ -91,7 +82,7 @@ def load_shipped(name: str, recipe_key: str, folder: Optional[str] = None) -> Op
         if not os.path.isfile(target):
             raise CheckpointError(f"shipped weights {target!r}: missing (the manifest lists {name!r}); "
                                   "restore it from the repository or load with retrain=True")
-        got = _sha256(target)
+        got = file_sha256(target)
         if got != rec[key]:
             raise CheckpointError(f"shipped weights {target!r}: sha256 {got} differs from the manifest's "
                                   f"{rec[key]}; refusing to load a corrupt or altered file (restore it from the "
@@ -140,8 +131,8 @@ def ship(name: str, recipe_key: str, checkpoint_dir: str, folder: Optional[str] 
     models = manifest(folder)
     old = models.get(name, {}).get("folder")
     models[name] = {"folder": sub, "recipe_key": recipe_key, "data_fingerprint": ckpt.data_fingerprint,
-                    "params_sha256": _sha256(os.path.join(dest, PARAMS_FILE)),
-                    "meta_sha256": _sha256(os.path.join(dest, META_FILE))}
+                    "params_sha256": file_sha256(os.path.join(dest, PARAMS_FILE)),
+                    "meta_sha256": file_sha256(os.path.join(dest, META_FILE))}
     atomic_write_json(os.path.join(root, MANIFEST_FILE),
                       {"format": FORMAT, "version": VERSION, "models": dict(sorted(models.items()))})
     if old and old != sub and os.path.isdir(os.path.join(root, old)):

@@ -242,12 +242,6 @@ def _build_entries() -> Dict[str, ZooEntry]:
 
 ENTRIES: Dict[str, ZooEntry] = _build_entries()
 
-#: entries whose weights the repository does not ship yet (trained on first use; ``rcurves zoo --train NAME
-#: --ship`` adds them): the training-method models still in training when the zoo last shipped
-NOT_SHIPPED: Tuple[str, ...] = ("mnist-full-cnn-crown-ibp-linf-0.4",
-                                 "mnist-full-cnn-mmr-at-linf-0.1", "mnist-full-cnn-mmr-at-l2-0.3",
-                                 "mnist-full-cnn-mmr-univ")
-
 DEMO_MODELS: Tuple[str, ...] = ("mnist-cnn-st", "mnist-cnn-at-linf-0.1", "mnist-cnn-at-linf-0.3",
                                 "mnist-cnn-at-l2-1.5")
 
@@ -504,7 +498,6 @@ __all__ = [
     "CACHE_VERSION",
     "DEMO_MODELS",
     "ENTRIES",
-    "NOT_SHIPPED",
     "ZooEntry",
     "ZooModel",
     "cache_key",

@@ -12,6 +12,11 @@ from rcurves.models import shipped, zoo
 from rcurves.models.checkpoint import CheckpointError, load_checkpoint
 
 
+#: entries whose weights the repository does not ship yet (trained on first use; ``rcurves zoo --train NAME
+#: --ship`` adds them); empty once every entry is shipped
+NOT_SHIPPED = ()
+
+
 def _small_names():
     return zoo.names("mnist") + zoo.names("digits")
 
@@ -19,8 +24,8 @@ def _small_names():
 def test_every_entry_is_shipped_under_its_current_recipe():
     """A recipe edited without `rcurves zoo --train NAME --ship` fails here (its key no longer matches)."""
     listed = shipped.manifest()
-    assert set(listed) == set(zoo.ENTRIES) - set(zoo.NOT_SHIPPED), set(zoo.ENTRIES) ^ set(listed)
-    assert set(zoo.NOT_SHIPPED) <= set(zoo.ENTRIES) and not any(zoo.is_shipped(n) for n in zoo.NOT_SHIPPED)
+    assert set(listed) == set(zoo.ENTRIES) - set(NOT_SHIPPED), set(zoo.ENTRIES) ^ set(listed)
+    assert set(NOT_SHIPPED) <= set(zoo.ENTRIES) and not any(zoo.is_shipped(n) for n in NOT_SHIPPED)
     total = 0
     for name, rec in listed.items():
         e = zoo.entry(name)
