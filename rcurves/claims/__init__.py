@@ -24,6 +24,8 @@ __getattr__, __dir__ = attach(__name__, {
     'binom_two_sided': 'rcurves.claims.verdicts:binom_two_sided',
     'bonferroni': 'rcurves.claims.verdicts:bonferroni',
     'correlation': 'rcurves.claims.verdicts:correlation',
+    'correlation_power': 'rcurves.claims.verdicts:correlation_power',
+    'gain_below': 'rcurves.claims.verdicts:gain_below',
     'greater': 'rcurves.claims.verdicts:greater',
     'holm': 'rcurves.claims.verdicts:holm',
     'min_discordant': 'rcurves.claims.verdicts:min_discordant',
@@ -44,4 +46,4 @@ __getattr__, __dir__ = attach(__name__, {
     'write_result': 'rcurves.claims.record:write_result',
 })
 
-__all__ = sorted(['knot_scan', 'mcnemar_scan', 'paired_order_test', 'significant_reversal', 'Agreement', 'agreement_with_reference', 'mcnemar_exact', 'KINDS', 'VERDICTS', 'Verdict', 'all_of', 'binom_two_sided', 'bonferroni', 'correlation', 'greater', 'holm', 'min_discordant', 'null_effect', 'paired_direction', 'paired_effect', 'rate_below', 'rate_matches', 'rate_near', 'share_lower', 'value_matches', 'wilson', 'claim', 'code_fingerprint', 'is_stale', 'changed_files', 'code_digest', 'write_result'])
+__all__ = sorted(['knot_scan', 'mcnemar_scan', 'paired_order_test', 'significant_reversal', 'Agreement', 'agreement_with_reference', 'mcnemar_exact', 'KINDS', 'VERDICTS', 'Verdict', 'all_of', 'binom_two_sided', 'bonferroni', 'correlation', 'correlation_power', 'gain_below', 'greater', 'holm', 'min_discordant', 'null_effect', 'paired_direction', 'paired_effect', 'rate_below', 'rate_matches', 'rate_near', 'share_lower', 'value_matches', 'wilson', 'claim', 'code_fingerprint', 'is_stale', 'changed_files', 'code_digest', 'write_result'])

@@ -48,8 +48,8 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-__all__ = ["KINDS", "VERDICTS", "Verdict", "all_of", "binom_two_sided", "bonferroni", "correlation", "greater",
-           "holm", "min_discordant", "null_effect", "paired_direction", "paired_effect", "rate_below",
+__all__ = ["KINDS", "VERDICTS", "Verdict", "all_of", "binom_two_sided", "bonferroni", "correlation",
+           "correlation_power", "gain_below", "greater", "holm", "min_discordant", "null_effect", "paired_direction", "paired_effect", "rate_below",
            "rate_matches", "rate_near", "share_lower", "value_matches", "wilson"]
 
 VERDICTS = ("reproduced", "differs", "inconclusive", "not reproducible here")
@@ -70,6 +70,11 @@ class Verdict(NamedTuple):
     @property
     def ok(self) -> bool:
         return self.verdict == "reproduced"
+
+
+def _pct(level: float) -> str:
+    """A confidence level as a percentage without rounding it away (0.975 -> '97.5%', 0.95 -> '95%')."""
+    return f"{100 * float(level):.4g}%"
 
 
 def _alpha(alpha: float) -> float:
@@ -265,6 +270,49 @@ def null_effect(n_a: int, n_b: int, *, alpha: float = 0.05, effect: float = 0.75
                                          f"would be needed", p)
 
 
+def gain_below(n_gain: int, n_loss: int, n: int, *, margin: float, alpha: float = 0.05,
+               what: str = "the gain") -> Verdict:
+    """Non-inferiority-style bound on a paired gain: is model A's rate at most ``margin`` above model B's?
+
+    On ``n`` paired points, ``n_gain`` count for A only (e.g. robust under A,
+    broken under B) and ``n_loss`` for B only. The gain ``(n_gain - n_loss) / n``
+    is at most A's own-only rate ``n_gain / n``, whose exact one-sided
+    Clopper-Pearson upper bound at ``1 - alpha`` bounds the gain (conservative
+    when ``n_loss > 0``; exact when both models share their robust points, as
+    two models both at 0 %).
+
+    reproduced: that bound is below ``margin``; differs: not, and A is
+    significantly better (one-sided exact McNemar, ``p < alpha``);
+    inconclusive: neither, with the sample that would bound it. ``p``: the
+    exact one-sided p of ``n_gain`` under ``Bin(n, margin)`` (below ``alpha``
+    exactly when the bound is below ``margin``), so Holm can rank the rule.
+    """
+    from scipy.stats import beta, binom
+
+    a = _alpha(alpha)
+    g, l, nn = _count(n_gain, "n_gain"), _count(n_loss, "n_loss"), _count(n, "n")
+    if g + l > nn:
+        raise ValueError(f"n: expected at least n_gain + n_loss = {g + l} paired points, got {n!r}")
+    m = float(margin)
+    if not 0.0 < m < 1.0:
+        raise ValueError(f"margin: expected a rate in (0, 1), got {margin!r}")
+    if nn == 0:
+        return Verdict("inconclusive", f"{what}: no paired points", "no points to bound the gain on", 1.0)
+    hi = 1.0 if g >= nn else float(beta.ppf(1 - a, g + 1, nn - g))
+    p = float(binom.cdf(g, nn, m))
+    test = (f"{what}: {g} points for A only, {l} for B only, of {nn}: gain {(g - l) / nn:+.3f}, "
+            f"{_pct(1 - a)} upper bound {hi:.3f} (exact, on A's own-only rate) vs the margin {m:g}")
+    if hi < m:
+        return Verdict("reproduced", test, "", p)
+    p_better = _binom_one_sided(g, g + l)
+    if p_better < a:
+        return Verdict("differs", test, f"A is significantly better (one-sided McNemar p = {p_better:.2g}) and its "
+                                        f"gain is not bounded below {m:g}", p)
+    need = next((k for k in range(nn + 1, 100 * nn + 2) if 1 - a ** (1.0 / k) < m), None)
+    return Verdict("inconclusive", test, f"the sample bounds the gain only below {hi:.3f}, not {m:g}; with no "
+                                         f"A-only points about {need} paired points would", p)
+
+
 def _mcnemar_power(k: int, q: float, a: float) -> float:
     from scipy.stats import binom
 
@@ -293,7 +341,7 @@ def wilson(k: int, n: int, alpha: float = 0.05):
 def rate_matches(k: int, n: int, paper: float, *, tol: float, alpha: float = 0.05, what: str = "the rate") -> Verdict:
     """A proportion against the paper's number: is ``paper`` within ``tol`` of our interval?
 
-    reproduced: the 95 % Wilson interval of ``k / n`` meets ``[paper - tol,
+    reproduced: the ``1 - alpha`` Wilson interval of ``k / n`` meets ``[paper - tol,
     paper + tol]``; differs: it lies wholly outside; inconclusive: not
     differs, but the interval is wider than ``4 tol`` (the sample cannot
     place the rate within the tolerance). ``tol`` is the stated allowance for
@@ -303,7 +351,7 @@ def rate_matches(k: int, n: int, paper: float, *, tol: float, alpha: float = 0.0
     t = float(tol)
     if not t >= 0:
         raise ValueError(f"tol: expected >= 0, got {tol!r}")
-    test = (f"{what} {k}/{n} = {k / max(n, 1):.3f}, 95% Wilson [{lo:.3f}, {hi:.3f}] vs the paper's {paper:.3f} "
+    test = (f"{what} {k}/{n} = {k / max(n, 1):.3f}, {_pct(1 - _alpha(alpha))} Wilson [{lo:.3f}, {hi:.3f}] vs the paper's {paper:.3f} "
             f"+- {t:g}")
     if hi < paper - t or lo > paper + t:
         side = "below" if hi < paper - t else "above"
@@ -351,7 +399,7 @@ def rate_near(k: int, n: int, paper: float, *, rel_tol: float, alpha: float = 0.
     lo, hi = float(ci.low), float(ci.high)
     b_lo, b_hi = pp / (1 + r), min(1.0, pp * (1 + r))
     p = float(res.pvalue)
-    test = (f"{what} {kk}/{nn} = {kk / nn:.4f}, {1 - a:.0%} Clopper-Pearson [{lo:.4f}, {hi:.4f}] vs the paper's "
+    test = (f"{what} {kk}/{nn} = {kk / nn:.4f}, {_pct(1 - a)} Clopper-Pearson [{lo:.4f}, {hi:.4f}] vs the paper's "
             f"{pp:.4g} within a factor {1 + r:g} ([{b_lo:.4f}, {b_hi:.4f}]); exact two-sided binomial p = {p:.2g}")
     if hi < b_lo or lo > b_hi:
         side = "below" if hi < b_lo else "above"
@@ -396,28 +444,86 @@ def greater(mean_a: float, se_a: float, mean_b: float, se_b: float, *, alpha: fl
                    need=f"the standard error ({se:.2g}) is too large to tell at level {a:g}")
 
 
+def _spearman_null(n: int) -> np.ndarray:
+    """Spearman's rho of every ordering of ``n`` untied ranks against ``0..n-1``: its exact null distribution
+    ((n!,); n <= 8)."""
+    r = np.arange(n, dtype=float) - (n - 1) / 2.0
+    pm = r[np.asarray(list(itertools.permutations(range(n))))]
+    return pm @ r / float((r ** 2).sum())
+
+
+def _spearman_p(rho: np.ndarray, n: int) -> np.ndarray:
+    """One-sided p-value (the upper tail) of Spearman's ``rho`` over ``n`` untied pairs: exact by permutation for
+    n <= 8, else scipy's t approximation (what :func:`scipy.stats.spearmanr` uses)."""
+    from scipy.stats import t as student
+
+    rho = np.asarray(rho, float)
+    if n <= 8:
+        null = np.sort(_spearman_null(n))
+        return 1.0 - np.searchsorted(null, rho - 1e-12, side="left") / null.size
+    r = np.clip(rho, -1 + 1e-12, 1 - 1e-12)
+    return student.sf(r * np.sqrt((n - 2) / (1 - r ** 2)), n - 2)
+
+
+def correlation_power(n: int, effect: float = 0.6, alpha: float = 0.05, draws: int = 4000, seed: int = 0) -> float:
+    """Power of the one-sided Spearman test of :func:`correlation` at level ``alpha`` on ``n`` pairs whose true
+    rank correlation is ``effect``, by simulation.
+
+    Pairs are drawn from a bivariate normal with Pearson ``r = 2 sin(pi effect / 6)`` (whose Spearman rho is
+    ``effect``), ``draws`` samples with a fixed ``seed``, so the answer is deterministic; each sample is tested
+    as :func:`correlation` tests (exact permutation p for n <= 8).
+    """
+    if n < 3:
+        return 0.0
+    r = 2.0 * math.sin(math.pi * float(effect) / 6.0)
+    z = np.random.default_rng(seed).standard_normal((draws, 2, n))
+    x, y = z[:, 0], r * z[:, 0] + math.sqrt(max(0.0, 1 - r * r)) * z[:, 1]
+    rx = np.argsort(np.argsort(x, axis=1), axis=1).astype(float)
+    ry = np.argsort(np.argsort(y, axis=1), axis=1).astype(float)
+    rx -= rx.mean(axis=1, keepdims=True)
+    ry -= ry.mean(axis=1, keepdims=True)
+    rho = (rx * ry).sum(axis=1) / (rx ** 2).sum(axis=1)
+    return float(np.mean(_spearman_p(rho, n) < alpha))
+
+
 def correlation(x: Sequence[float], y: Sequence[float], *, sign: int = 1, alpha: float = 0.05,
-                what: str = "the rank correlation") -> Verdict:
+                effect: float = 0.6, power: float = 0.8, what: str = "the rank correlation") -> Verdict:
     """The sign of Spearman's rank correlation, exact one-sided permutation p-value (n <= 8) or scipy's.
 
     By the one ladder (:func:`_ladder`): reproduced: significant in the
     direction ``sign``; differs: significant the other way, or not significant
-    although ``n`` could have been; inconclusive: ``n`` so small that no
-    ordering reaches ``alpha`` (``1 / n! >= alpha``, i.e. n <= 3 at 5 %).
-    ``p``: the one-sided p in the direction ``sign``.
+    although the test had at least ``power`` against a true rank correlation
+    of ``effect`` (in the direction ``sign``; :func:`correlation_power`);
+    inconclusive: not significant and underpowered (with 5 values and
+    ``effect = 0.6`` the power is about 0.2: a null result there says
+    nothing). A constant side has no ranks (rho undefined): never reproduced;
+    differs only when the test was powered. ``p``: the one-sided p in the
+    direction ``sign``.
     """
     from scipy.stats import spearmanr
 
     a = _alpha(alpha)
+    target = _power_target(power)
+    e = float(effect)
+    if not 0.0 < e < 1.0:
+        raise ValueError(f"effect: expected the stated rank correlation's size in (0, 1), got {effect!r}")
     xs, ys = np.asarray(x, float), np.asarray(y, float)
     ok = np.isfinite(xs) & np.isfinite(ys)
     xs, ys = xs[ok], ys[ok]
     n = xs.size
     if n < 2:
         return Verdict("inconclusive", f"{what}: n = {n}", "fewer than two values")
+    pw = correlation_power(n, e, a)
+
+    def need() -> str:
+        m = _first_powered(lambda m: correlation_power(m, e, a, draws=1000), target, n + 1, limit=400)
+        return (f"power {pw:.2f} < {target:g} against a rank correlation of {e:g} with n = {n} values: the sample "
+                f"could not have shown it; about {m} would be needed")
+
     if np.ptp(xs) == 0 or np.ptp(ys) == 0:    # a constant side has no ranks: no correlation either way
-        return Verdict("differs", f"{what}: n = {n}, one side constant", "no rank correlation: one side is "
-                       "constant", 1.0)
+        test = f"{what}: n = {n}, one side constant; power {pw:.2f} against rho = {e:g}"
+        return _ladder(test, what=what, sig_for=False, sig_against=False, could=pw >= target,
+                       null="no rank correlation: one side is constant", need=need, p=1.0)
     rho = float(spearmanr(xs, ys).statistic)
     if n <= 8:
         from scipy.stats import rankdata
@@ -429,21 +535,16 @@ def correlation(x: Sequence[float], y: Sequence[float], *, sign: int = 1, alpha:
         perms = pm @ rx / den
         p = float(np.mean(sign * perms >= sign * rho - 1e-12))
         p_other = float(np.mean(-sign * perms >= -sign * rho - 1e-12))
-        min_p = 1.0 / math.factorial(n)
     else:
         r = spearmanr(xs, ys, alternative="greater" if sign > 0 else "less")
         p = float(r.pvalue)
         p_other = float(spearmanr(xs, ys, alternative="less" if sign > 0 else "greater").pvalue)
-        min_p = 0.0
-    test = f"{what}: Spearman rho = {rho:.2f} over n = {n}, one-sided p = {p:.2g}"
-
-    def need() -> str:
-        m = next(m for m in range(2, 30) if 1.0 / math.factorial(m) < a)
-        return f"n = {n} values cannot reach p < {a:g} (at least {m} needed)"
-
-    return _ladder(test, what=what, level=a, p_for=p, p_against=p_other, could=min_p < a,
+    test = (f"{what}: Spearman rho = {rho:.2f} over n = {n}, one-sided p = {p:.2g}; power {pw:.2f} against "
+            f"rho = {sign * e:g}")
+    return _ladder(test, what=what, level=a, p_for=p, p_against=p_other, could=pw >= target,
                    against=f"significantly of the opposite sign (p = {p_other:.2g})",
-                   null=f"not significant (rho = {rho:.2f}, p = {p:.2g}, n = {n})", need=need)
+                   null=f"not significant (rho = {rho:.2f}, p = {p:.2g}, n = {n}), although the test had power "
+                        f"{pw:.2f} against rho = {sign * e:g}", need=need)
 
 
 def all_of(*verdicts: Verdict, test_sep: str = "; ") -> Verdict:
@@ -473,7 +574,7 @@ def rate_below(k: int, n: int, bound: float, *, alpha: float = 0.05, what: str =
         raise ValueError(f"bound: expected a proportion in (0, 1), got {bound!r}")
     lo, hi = wilson(kk, nn, alpha)
     rate = kk / nn if nn else float("nan")
-    test = f"{what} {kk}/{nn} = {rate:.3f}, {1 - _alpha(alpha):.0%} Wilson [{lo:.3f}, {hi:.3f}] vs < {b:g}"
+    test = f"{what} {kk}/{nn} = {rate:.3f}, {_pct(1 - _alpha(alpha))} Wilson [{lo:.3f}, {hi:.3f}] vs < {b:g}"
 
     def need() -> str:
         if not nn or rate >= b:
@@ -756,13 +857,13 @@ def paired_null(a: Any, b: Any, *, effect: float, alpha: float = 0.05, side: str
 
     if side == "greater":
         test = (f"{what}: mean paired difference {m:.4g} +- {se:.2g} (se) over n = {n} points, one-sided "
-                f"{1 - a_:.0%} upper bound {hi:.4g} vs the margin {e:.3g} (non-superiority)")
+                f"{_pct(1 - a_)} upper bound {hi:.4g} vs the margin {e:.3g} (non-superiority)")
         sig_for, sig_against, p_for = hi < e, lo > e, below(e)
         against = f"significantly above the margin (lower bound {lo:.4g} > {e:.3g})"
         gap = e - max(m, 0.0)
     else:
         test = (f"{what}: mean paired difference {m:.4g} +- {se:.2g} (se) over n = {n} points, "
-                f"{1 - 2 * a_:.0%} interval [{lo:.4g}, {hi:.4g}] vs the margin +-{e:.3g} (equivalence, two "
+                f"{_pct(1 - 2 * a_)} interval [{lo:.4g}, {hi:.4g}] vs the margin +-{e:.3g} (equivalence, two "
                 f"one-sided tests)")
         sig_for, sig_against, p_for = -e < lo and hi < e, lo > e or hi < -e, max(below(e), above(-e))
         against = f"significantly beyond the margin +-{e:.3g}"
@@ -790,7 +891,7 @@ def interval_above(lo: float, hi: float, *, null: float, effect: float, what: st
     lo_, hi_, nu, ef = float(lo), float(hi), float(null), float(effect)
     if not ef > nu:
         raise ValueError(f"effect: expected a value above null = {nu}, got {effect!r}")
-    test = f"{what}: {level:.0%} interval [{lo_:.4g}, {hi_:.4g}] vs {nu:g} (smallest effect of interest {ef:g})"
+    test = f"{what}: {_pct(level)} interval [{lo_:.4g}, {hi_:.4g}] vs {nu:g} (smallest effect of interest {ef:g})"
     if not (math.isfinite(lo_) and math.isfinite(hi_)):
         return Verdict("inconclusive", test, "the interval is missing (too few values)")
     return _ladder(test, what=what, sig_for=lo_ > nu, sig_against=hi_ < nu, could=hi_ < ef,

@@ -56,13 +56,35 @@ def test_greater():
 def test_correlation():
     x = np.arange(8.0)
     assert V.correlation(x, x + 0.1 * np.sin(x)).verdict == "reproduced"
-    assert V.correlation(x, -x).verdict == "differs"
-    assert V.correlation(x, [3, 1, 4, 1, 5, 9, 2, 6]).verdict == "differs"       # 8 values could show it
+    assert V.correlation(x, -x).verdict == "differs"                             # significant the other way
     assert V.correlation([1, 2, 3], [1, 2, 3]).verdict == "inconclusive"        # 1/3! > 0.05
     assert V.correlation(np.arange(20.0), np.arange(20.0) ** 2).verdict == "reproduced"
-    # 6 models at rho 0.6: not significant (p ~ 0.13), and 6 values could have been: differs
-    v = V.correlation([1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5])
-    assert v.verdict in ("reproduced", "differs")
+    # 8 values at rho 0.5 (p 0.10): power 0.45 against rho 0.6 -> inconclusive, not differs; against 0.9 it
+    # had power 0.92 -> differs
+    y = [3, 1, 4, 1, 5, 9, 2, 6]
+    v = V.correlation(x, y)
+    assert v.verdict == "inconclusive" and "would be needed" in v.why
+    assert V.correlation(x, y, effect=0.9).verdict == "differs"
+    # 30 values with no correlation (power ~0.97 against 0.6): differs
+    rng = np.random.default_rng(1)
+    assert V.correlation(rng.normal(size=30), rng.normal(size=30)).verdict == "differs"
+
+
+def test_correlation_power_against_exact_enumeration():
+    """The p-values the power counts are the exact test's (size 5/120 at n = 5); power rises with n and effect;
+    5 models against rho 0.6 (004's and 003's case) have power far below 0.8."""
+    # exact size at n = 5: the orderings with p < 0.05 are those with rho >= 0.9 (5 of 120)
+    null = V._spearman_null(5)
+    assert np.isclose(np.mean(V._spearman_p(null, 5) < 0.05), 5 / 120)
+    p5 = V.correlation_power(5, 0.6)
+    assert 0.15 < p5 < 0.35
+    assert V.correlation_power(5, 0.6) < V.correlation_power(8, 0.6) < V.correlation_power(20, 0.6)
+    assert V.correlation_power(8, 0.6) < V.correlation_power(8, 0.9)
+    assert V.correlation_power(30, 0.6) > 0.9
+    # small-n p agrees with the exact permutation p of correlation itself
+    ys = [2.0, 1.0, 4.0, 3.0, 6.0, 5.0]
+    v = V.correlation(np.arange(6.0), ys)
+    assert np.isclose(v.p, V._spearman_p(np.array([0.8285714285714286]), 6)[0])
 
 
 def test_all_of_takes_the_worst():
@@ -499,8 +521,42 @@ def test_rate_near_all_outcomes():
 
 
 def test_correlation_with_a_constant_side_is_not_reproduced():
-    """Spearman's rho is undefined (nan) when one side is constant: never a reproduced trend (p = 1)."""
+    """Spearman's rho is undefined (nan) when one side is constant: never a reproduced trend (p = 1); differs only
+    when the test was powered (30 values), inconclusive with 6."""
     v = V.correlation([1, 2, 3, 4, 5, 6], [0.5] * 6)
+    assert v.verdict == "inconclusive" and v.p == 1.0
+    v = V.correlation(list(range(30)), [2.0] * 30, sign=-1)
     assert v.verdict == "differs" and v.p == 1.0
-    v = V.correlation(list(range(12)), [2.0] * 12, sign=-1)
-    assert v.verdict == "differs"
+
+
+def test_interval_texts_state_the_level_they_used():
+    """A Bonferroni-widened interval prints its own level (97.5%, not a rounded 98% or a fixed 95%)."""
+    assert "97.5% Wilson" in V.rate_matches(30, 100, 0.3, tol=0.05, alpha=0.025).test
+    assert "95% Wilson" in V.rate_matches(30, 100, 0.3, tol=0.05).test
+    assert "97.5% Clopper-Pearson" in V.rate_near(7, 100, 0.07, rel_tol=0.5, alpha=0.025).test
+
+
+def test_gain_below_bounds_the_paired_gain():
+    """Both models at 0 % robust (the paper's case) on 100 points: the exact bound 1 - 0.05^(1/100) = 2.95 %
+    < 5 % -> reproduced, with p = 0.95^100; 20 points at 0 % is too few (bound 13.9 %): inconclusive, saying how
+    many would do (59: the first n with 1 - 0.05^(1/n) < 0.05); a real gain (30 vs 2 of 100) -> differs. The
+    bound is a true bound: by simulation at a gain of exactly the margin it passes at most alpha of the time."""
+    from scipy.stats import beta
+
+    v = V.gain_below(0, 0, 100, margin=0.05)
+    assert v.verdict == "reproduced" and np.isclose(v.p, 0.95 ** 100)
+    assert f"{1 - 0.05 ** 0.01:.3f}" in v.test
+    v = V.gain_below(0, 0, 20, margin=0.05)
+    assert v.verdict == "inconclusive" and "about 59 " in v.why
+    assert V.gain_below(30, 2, 100, margin=0.05).verdict == "differs"
+    assert V.gain_below(3, 3, 400, margin=0.05).verdict == "reproduced"
+    hi = beta.ppf(0.95, 4, 397)
+    assert f"{hi:.3f}" in V.gain_below(3, 3, 400, margin=0.05).test
+    rng = np.random.default_rng(0)
+    g = rng.binomial(300, 0.05, size=2000)                 # A-only rate exactly at the margin, B-only 0
+    passed = np.mean([V.gain_below(int(k), 0, 300, margin=0.05).verdict == "reproduced" for k in g])
+    assert passed <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 2000)
+    with pytest.raises(ValueError, match="n:"):
+        V.gain_below(5, 6, 10, margin=0.05)
+    with pytest.raises(ValueError, match="margin"):
+        V.gain_below(0, 0, 10, margin=0.0)
