@@ -52,6 +52,9 @@ __getattr__, __dir__ = attach(__name__, {
     'clean_accuracy': 'rcurves.models.loader:clean_accuracy',
     'from_zoo': 'rcurves.models.loader:from_zoo',
     'load': 'rcurves.models.loader:load',
+    'OnnxFn': 'rcurves.models.onnx_reader:OnnxFn',
+    'OnnxGraph': 'rcurves.models.onnx_reader:OnnxGraph',
+    'load_onnx': 'rcurves.models.onnx_reader:load_onnx',
 })
 
-__all__ = sorted(['ARCHS', 'CNN', 'Conv2d', 'FrozenBatchNorm', 'Linear', 'MLP', 'ModelConfig', 'ModelFn', 'ResNet', 'accuracy', 'apply_fn', 'build_model', 'check_params', 'conv2d_patches', 'init_params', 'make_logits_fn', 'param_shapes', 'restore', 'METHODS', 'TrainConfig', 'TrainResult', 'TrainState', 'eps_schedule', 'augment', 'augment_batch', 'mix_batch', 'init_state', 'learning_rate', 'make_optimizer', 'make_train_step', 'raw_key', 'train', 'Checkpoint', 'CheckpointError', 'load_checkpoint', 'logits_fn_from_checkpoint', 'save_checkpoint', 'LoadedModel', 'check_model_on_data', 'clean_accuracy', 'from_zoo', 'load'])
+__all__ = sorted(['ARCHS', 'CNN', 'Conv2d', 'FrozenBatchNorm', 'Linear', 'MLP', 'ModelConfig', 'ModelFn', 'ResNet', 'accuracy', 'apply_fn', 'build_model', 'check_params', 'conv2d_patches', 'init_params', 'make_logits_fn', 'param_shapes', 'restore', 'METHODS', 'TrainConfig', 'TrainResult', 'TrainState', 'eps_schedule', 'augment', 'augment_batch', 'mix_batch', 'init_state', 'learning_rate', 'make_optimizer', 'make_train_step', 'raw_key', 'train', 'Checkpoint', 'CheckpointError', 'load_checkpoint', 'logits_fn_from_checkpoint', 'save_checkpoint', 'LoadedModel', 'check_model_on_data', 'clean_accuracy', 'from_zoo', 'load', 'OnnxFn', 'OnnxGraph', 'load_onnx'])
