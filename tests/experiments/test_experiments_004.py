@@ -182,7 +182,11 @@ def test_histogram_reproduces_the_table_and_the_eer_rule(outs):
     both = np.isfinite(st_t) & np.isfinite(st_h)
     assert both.any()
     np.testing.assert_allclose(st_t[both], st_h[both], rtol=1e-5)
-    # the equal-error-rate rule on data it must get right
+
+
+def test_equal_error_rule_and_std_ratio():
+    """The histogram script's equal-error-rate rule and std-ratio interval on data they must get right (no run)."""
+    mod = _load("sparsity_histogram")
     prec, thr, auc = mod.equal_error_precision([0.1, 0.2, 0.3, 0.7, 0.8, 0.9], [0, 0, 0, 1, 1, 1])
     assert (prec, auc) == (1.0, 1.0) and 0.3 < thr <= 0.7
     prec, thr, auc = mod.equal_error_precision([0.9, 0.8, 0.7, 0.3, 0.2, 0.1], [0, 0, 0, 1, 1, 1])
