@@ -368,8 +368,35 @@ def mlp(weights: Sequence[Tuple[Any, Any]]) -> Network:
 CERTIFIABLE_ARCHS = ("linear", "mlp", "cnn")
 
 
-def from_model(model_cfg: ModelConfig, params: Any) -> Network:
+def _model_and_params(model: Any):
+    """``(ModelConfig, params)`` of a loaded toolkit model, or ``(model, None)`` for an ONNX one."""
+    import os
+
+    from rcurves.models.loader import LoadedModel
+
+    if isinstance(model, LoadedModel):
+        if model.model is not None:
+            return model.model, model.params
+        if type(model.logits_fn).__name__ == "OnnxFn":
+            return model, None
+        raise ValueError(f"model_cfg: {model.label!r} is a bare logits_fn; the verifiers need its layers "
+                         "(a zoo, checkpoint or ONNX model, or certify.network(layers, input_shape))")
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".onnx"):
+        return model, None
+    if type(model).__name__ in ("OnnxFn", "ModelProto"):
+        return model, None
+    raise ValueError(f"model_cfg: expected an rcurves.models.ModelConfig (with params), a LoadedModel or an "
+                     f".onnx path, got {type(model).__name__}")
+
+
+def from_model(model_cfg: Any, params: Any = None) -> Network:
     """The toolkit's linear, MLP or C.1 CNN (``rcurves.models``) as a :class:`Network`.
+
+    ``model_cfg`` may also be a :class:`~rcurves.models.LoadedModel`
+    (``rcurves.models.load(...)``: a zoo or checkpoint model's own
+    ``model`` and ``params`` are used, ``params`` omitted), or an ONNX model:
+    a path ending in ``.onnx``, its ``LoadedModel`` or ``OnnxFn``, which go
+    to :func:`rcurves.certify.onnx_layers.from_onnx`.
 
     ``params`` is the flax parameter tree of ``model_cfg`` (as in
     ``zoo.load(...).params``); Dense kernels ``(in, out)`` become ``W (out, in)``.
@@ -385,6 +412,12 @@ def from_model(model_cfg: ModelConfig, params: Any) -> Network:
         (the ResNet's batch norm and skip connections are not layers of a
         :class:`Network`), or parameters missing or of the wrong shape.
     """
+    if params is None and not isinstance(model_cfg, ModelConfig):
+        model_cfg, params = _model_and_params(model_cfg)
+        if params is None:                       # an ONNX model
+            from rcurves.certify.onnx_layers import from_onnx
+
+            return from_onnx(model_cfg)
     if not isinstance(model_cfg, ModelConfig):
         raise ValueError(f"model_cfg: expected an rcurves.models.ModelConfig, got {type(model_cfg).__name__}")
     if model_cfg.arch not in CERTIFIABLE_ARCHS:

@@ -3,7 +3,7 @@
 :func:`load` takes a zoo name or :class:`~rcurves.models.zoo.ZooEntry`
 (:mod:`rcurves.models.zoo`: trained on first use and cached), a
 :class:`~rcurves.models.zoo.ZooModel`, a checkpoint folder (``rcurves
-train``), ``module:function`` returning a ``logits_fn``, a bare
+train``), an ``.onnx`` file (:func:`rcurves.models.onnx_reader.load_onnx`), ``module:function`` returning a ``logits_fn``, a bare
 ``logits_fn`` or a :class:`LoadedModel`, and returns a :class:`LoadedModel`:
 what every pipeline of the toolkit takes. Every mistake a user can make is a
 ``ValueError`` with one clear line (the CLI prints it as ``rcurves: error:
@@ -42,8 +42,9 @@ def load(spec: Any, label: Optional[str] = None, *, cache: Optional[str] = None,
     Args:
       spec: a zoo name or :class:`~rcurves.models.zoo.ZooEntry` (trained on
         first use and cached: :func:`rcurves.models.zoo.load`), a
-        :class:`~rcurves.models.zoo.ZooModel`, a checkpoint folder,
-        ``'module:function'`` (the function returns a ``logits_fn``), a
+        :class:`~rcurves.models.zoo.ZooModel`, a checkpoint folder, a path
+        ending in ``.onnx`` (:func:`rcurves.models.onnx_reader.load_onnx`:
+        NHWC inputs, the file's NCHW converted once), ``'module:function'`` (the function returns a ``logits_fn``), a
         ``logits_fn`` (any callable ``x (n, ...) -> logits (n, K)``) or a
         :class:`LoadedModel` (relabelled).
       label: its name in tables and files (default: a zoo or checkpoint
@@ -61,6 +62,10 @@ def load(spec: Any, label: Optional[str] = None, *, cache: Optional[str] = None,
         return from_zoo(spec, label)
     if isinstance(spec, zoo.ZooEntry) or (isinstance(spec, str) and spec in zoo.ENTRIES):
         return from_zoo(zoo.load(spec, cache=cache, progress=progress, retrain=retrain), label)
+    if isinstance(spec, (str, os.PathLike)) and os.fspath(spec).lower().endswith(".onnx"):
+        from rcurves.models.onnx_reader import load_onnx
+
+        return load_onnx(spec, label)
     if isinstance(spec, str):
         looks_like_import = ":" in spec and not os.path.exists(spec) and "/" not in spec.split(":", 1)[0]
         return _from_import(spec, label) if looks_like_import else _from_checkpoint(spec, label)

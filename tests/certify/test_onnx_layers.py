@@ -152,3 +152,18 @@ def test_residual_add_and_non_same_padding_are_refused(tmp_path):
     load_onnx(path)                                     # the reader evaluates it ...
     with pytest.raises(ValueError, match=r"node 'valid_conv' \(Conv\): padding .* is not the 'SAME' padding"):
         from_onnx(path)                                 # ... the verifiers' Conv cannot
+
+
+def test_from_model_takes_an_onnx_path_and_a_loaded_model(tmp_path):
+    """``certify.from_model`` accepts what ``rcurves.models.load`` returns: an ONNX path or its LoadedModel goes
+    through ``from_onnx`` (same logits), a bare logits_fn is refused with the reason."""
+    from rcurves.models import load
+
+    rng = np.random.default_rng(2)
+    path, _ = mlp_gemm(tmp_path / "g.onnx", rng)
+    x = f32(rng, 4, 784)
+    want = np.asarray(load_onnx(path).logits_fn(x))
+    for spec in (path, load(path)):
+        np.testing.assert_allclose(np.asarray(_logits(certify.from_model(spec), x)), want, atol=1e-4)
+    with pytest.raises(ValueError, match="bare logits_fn"):
+        certify.from_model(load(lambda z: z.reshape(len(z), -1)[:, :10]))

@@ -352,3 +352,26 @@ def test_round_trip_through_jax2onnx(tmp_path):
     m = load_onnx(tmp_path / "mlp.onnx")
     x = np.random.default_rng(9).uniform(size=(6, 28, 28, 1)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(m.logits_fn(x)), np.asarray(make_logits_fn(cfg, params)(x)), **TOL)
+
+
+def test_models_load_and_evaluate_take_an_onnx_path(tmp_path):
+    """``rcurves.models.load("x.onnx")`` is ``load_onnx`` (same logits, identity = the file's hash), and
+    ``rcurves.evaluate`` takes the path like any model (points the file classifies correctly: positive
+    distances)."""
+    from rcurves import evaluate
+    from rcurves.pipeline.evaluation import AttackSettings
+    from rcurves.models import load
+
+    rng = np.random.default_rng(4)
+    path, ref = mlp_gemm(tmp_path / "net.onnx", rng)
+    m = load(path)
+    assert isinstance(m.logits_fn, OnnxFn) and m.identity == load_onnx(path).identity and m.label == "net"
+    assert load(tmp_path / "net.onnx", "other").label == "other"          # a PathLike, relabelled
+    x = rng.uniform(size=(6, 784)).astype(np.float32)
+    y = np.argmax(ref(x), 1).astype(np.int32)
+    ev = evaluate({"net": path}, (x, y), norms=("linf",), thresholds={"linf": (0.01,)}, n=6, progress=False,
+                  attack=AttackSettings(cw=False, search_steps=2, steps=3, restarts=1, polish_steps=2))
+    d = np.asarray(ev.distance("net", "linf"))
+    assert d.shape == (6,) and np.all(d > 0) and np.isfinite(d).any()
+    with pytest.raises(ValueError, match="missing.onnx"):
+        load(tmp_path / "missing.onnx")
