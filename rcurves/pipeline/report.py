@@ -127,6 +127,15 @@ def build_report(
             doc.setdefault("cw_smaller_fraction", {})[norm] = {m: float(w.mean()) for m, w in wins}
             lines.append(f"{norm}: Carlini-Wagner found a smaller distance than the PGD radius search on "
                          + ", ".join(f"{m} {w.mean():.1%}" for m, w in wins) + " of the points")
+    for norm in norms:
+        own = {m: np.minimum(np.asarray(distances[m][norm]["pgd"]), np.asarray(distances[m][norm].get("cw", np.inf)))
+               for m in labels if "cross" in distances[m][norm] and "pgd" in distances[m][norm]}
+        wins = [(m, np.asarray(distances[m][norm]["cross"]) < own[m]) for m in own]
+        if wins:
+            doc.setdefault("cross_smaller_fraction", {})[norm] = {m: float(w.mean()) for m, w in wins}
+            if any(w.any() for _, w in wins):
+                lines.append(f"{norm}: another norm's verified adversarial was closer than the {norm} attacks' on "
+                             + ", ".join(f"{m} {w.mean():.1%}" for m, w in wins) + " of the points (kept)")
     lines.append("Median distance (inf = no adversarial found for at least half the points):")
     for norm in norms:
         meds = "  ".join(f"{m}={np.median(np.asarray(distances[m][norm]['distance'])):.4g}" for m in labels)

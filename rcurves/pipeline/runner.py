@@ -164,13 +164,31 @@ class DistanceConfig:
         return d
 
 
+#: every norm a distance is measured in: the ``adv_<norm>`` outputs of :func:`make_distance_fn`
+CROSS_NORMS = ("linf", "l2", "l1")
+
+
+def _adversarial_norms(x, res) -> Dict[str, np.ndarray]:
+    """``{'adv_linf', 'adv_l2', 'adv_l1'}``: the norms of ``res.x_adv - x`` (``(n,)`` each; ``inf`` where the
+    attack found no adversarial, ``0`` where the point is misclassified)."""
+    from attacks.result import flat_norm
+
+    v = (res.x_adv - x).reshape(x.shape[0], -1)
+    found = to_host(res.distance) < np.inf
+    return {f"adv_{q}": np.where(found, to_host(flat_norm(q, v)), np.inf) for q in CROSS_NORMS}
+
+
 def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
-    """Per-chunk ``fn(x, y, keys) -> {'distance', 'pgd'[, 'cw']}`` (numpy ``(n,)`` each).
+    """Per-chunk ``fn(x, y, keys) -> {'distance', 'pgd'[, 'cw'], 'adv_linf', 'adv_l2', 'adv_l1'}`` (numpy
+    ``(n,)`` each).
 
     ``keys`` is ``(n, 2)``, one key per point. ``'pgd'`` is the radius-search
     distance, ``'cw'`` the Carlini-Wagner one (when ``cfg.cw``), and
     ``'distance'`` their per-point minimum; each is the re-checked norm of an
     adversarial example (``inf`` when none was found, ``0`` when misclassified).
+    ``'adv_<q>'`` is the smallest ``l_q`` norm among those verified adversarials
+    (an upper bound of the point's ``l_q`` distance: ``evaluate`` with several
+    norms bounds each norm's distance by the other norms' adversarials).
 
     ``x``, ``y`` and ``keys`` may be sharded over a mesh (as
     ``run_chunked(..., devices=k)`` passes them): the attacks then run sharded.
@@ -189,6 +207,7 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
             )
         out["pgd"] = to_host(res.distance)  # all-gathered when the mesh spans hosts
         best = out["pgd"]
+        adv = _adversarial_norms(x, res)
         if cfg.cw:
             cw_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
             res_cw = attacks.carlini_wagner_l2(
@@ -197,7 +216,9 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
             )
             out["cw"] = to_host(res_cw.distance)
             best = np.minimum(best, out["cw"])
+            adv = {k: np.minimum(v, w) for (k, v), w in zip(adv.items(), _adversarial_norms(x, res_cw).values())}
         out["distance"] = best
+        out.update(adv)
         return out
 
     return fn
@@ -592,6 +613,7 @@ __all__ = [
     "chunk_path",
     "load_result",
     "make_distance_fn",
+    "CROSS_NORMS",
     "point_keys",
     "run_chunked",
 ]

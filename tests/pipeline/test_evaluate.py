@@ -45,6 +45,26 @@ def test_distances_are_the_exact_multiclass_ones(problem, ev):
     assert e.accuracy["lin"] == pytest.approx(36 / 40)
 
 
+def test_each_norm_is_bounded_by_the_other_norms_adversarials(problem, ev):
+    """With l_inf and l_2 together, each norm's distance is the smallest verified one over both norms' attacks:
+    ``distance = min(pgd, cross)``, where ``cross`` is the other norm's adversarial measured in this norm, so
+    ``cross_linf <= pgd_l2`` (||v||_inf <= ||v||_2) and ``cross_l2 <= sqrt(D) pgd_linf`` (001 eq. 17), and
+    never below the exact distance."""
+    W, b, x, y = problem
+    e = ev[0]
+    for m in e.labels:
+        r = {norm: e.distances[m][norm] for norm in ("linf", "l2")}
+        for norm in ("linf", "l2"):
+            np.testing.assert_array_equal(e.distance(m, norm), np.minimum(r[norm]["pgd"], r[norm]["cross"]))
+        fin = np.isfinite(r["l2"]["pgd"])
+        assert fin.all() and np.all(r["linf"]["cross"][fin] <= r["l2"]["pgd"][fin] * (1 + 1e-6))
+        assert np.all(r["l2"]["cross"] <= np.sqrt(x.shape[1]) * r["linf"]["pgd"] * (1 + 1e-6))
+        assert np.all(r["linf"]["cross"][:4] == 0) and np.all(r["l2"]["cross"][:4] == 0)   # misclassified
+    for norm in ("linf", "l2"):
+        exact = exact_multiclass(W, b, x, y, norm)
+        assert np.all(e.distances["lin"][norm]["cross"] >= exact * (1 - 1e-5))
+
+
 def test_table_ranks_flips_and_files(ev):
     from rcurves.curves import exact_curve_intersections, robust_error
 
@@ -84,7 +104,9 @@ def test_a_second_evaluation_reuses_the_saved_runs(problem, ev):
     before = os.stat(path).st_mtime_ns
     again = evaluate({"lin": models["lin"]}, (x, y), norms=("linf",), attack=ATTACK, bounds=None,
                      eps_max={"linf": 5.0}, out_dir=out, progress=False)
-    np.testing.assert_array_equal(again.distance("lin", "linf"), e.distance("lin", "linf"))
+    # one norm alone: no other norm's adversarial to bound it, so the l_inf attack's own distances
+    np.testing.assert_array_equal(again.distance("lin", "linf"), e.distances["lin"]["linf"]["pgd"])
+    assert "cross" not in again.distances["lin"]["linf"]
     assert os.stat(path).st_mtime_ns == before                       # same model, settings, data: reused
     other = AttackSettings(search_steps=5, steps=10, cw=False)
     evaluate({"lin": models["lin"]}, (x, y), norms=("linf",), attack=other, bounds=None,
