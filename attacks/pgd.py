@@ -57,7 +57,8 @@ def pgd(
     loss: str = "ce",
     random_start: bool = True,
     l1_sparsity: float = 0.99,
-) -> jax.Array:
+    return_success: bool = False,
+):
     """Projected gradient ascent inside the l_p ball of radius ``eps``.
 
     Args:
@@ -77,11 +78,15 @@ def pgd(
       loss: 'ce' (cross-entropy, Madry) or 'margin' (logit margin, CW f6).
       random_start: start uniformly in the ball (else at ``x``).
       l1_sparsity: for norm 'l1', the |grad| quantile above which coordinates move.
+      return_success: also return whether each ``x_adv`` is misclassified.
 
     Returns:
       ``x_adv (n, *shape)``: per point the highest-loss iterate of the restart
       that reached a misclassification if any did, else of the highest-loss
       restart. ``||x_adv - x|| <= eps`` and ``x_adv`` is inside ``bounds``.
+      With ``return_success``, ``(x_adv, success)``: ``success (n,)`` bool,
+      re-checked on ``x_adv`` itself (its logits finite and their argmax not
+      ``y``; one more forward pass).
     """
     x, y, bounds, _ = checks.check_model_inputs(logits_fn, x, y, bounds)
     n = x.shape[0]
@@ -96,10 +101,15 @@ def pgd(
     else:
         schedule, step = "fixed", checks.check_eps(step_size, n, "step_size")
     cfg = EngineConfig(norm=norm, steps=steps, loss=loss, schedule=schedule, l1_sparsity=float(l1_sparsity))
-    return _pgd_jit(
+    x_adv = _pgd_jit(
         logits_fn, x, y, eps, keys, step, cfg=cfg, bounds=bounds, restarts=restarts,
         random_start=bool(random_start),
     )
+    if not return_success:
+        return x_adv
+    logits = logits_fn(x_adv)
+    success = jnp.all(jnp.isfinite(logits), axis=-1) & (jnp.argmax(logits, axis=-1) != y)
+    return x_adv, success
 
 
 __all__ = ["pgd"]

@@ -47,10 +47,14 @@ def test_pgd_breaks_exactly_the_breakable_linear_points(norm):
     f = binary_linear(w, 0.0)
     exact = exact_binary(w, 0.0, x, norm)
     eps = float(np.median(exact))
-    xa = attacks.pgd(f, x, y, eps, norm=norm, steps=10, key=KEY, bounds=None, loss="margin")
+    xa, ok = attacks.pgd(f, x, y, eps, norm=norm, steps=10, key=KEY, bounds=None, loss="margin",
+                         return_success=True)
     fooled = np.asarray(jnp.argmax(f(xa), -1)) != y
     assert np.all(fooled[exact < eps * 0.999])
     assert not np.any(fooled[exact > eps * 1.001])
+    np.testing.assert_array_equal(np.asarray(ok), fooled)        # the success flag is the re-check
+    np.testing.assert_array_equal(np.asarray(attacks.pgd(f, x, y, eps, norm=norm, steps=10, key=KEY, bounds=None,
+                                                         loss="margin")), np.asarray(xa))
 
 
 def test_pgd_deterministic_and_jittable(case):
