@@ -13,10 +13,11 @@ of ``shared.zoo_evaluation``: 2,000 random test images
 minimal adversarial distance in l_inf (the default radius search: 4 targeted
 APGD lanes x 5 steps x 8 rounds + 54 FMN steps + a 10-pass Jacobian ranking
 the targets) and l_2 (the same, and Carlini-Wagner with 10 constants x 100
-steps, keeping the smaller verified distance; where both l_2 attacks failed
-but the l_inf attack broke the point, the l_2 norm of its verified l_inf
-adversarial: ``shared.with_linf_adversarial_l2``; every l_2 row is also
-decided without those points).
+steps, keeping the smaller verified distance; and the l_2 norm of the
+point's verified l_inf adversarial where that is smaller, as
+``rcurves.evaluate`` bounds each norm by the other's adversarials:
+``shared.with_linf_adversarial_l2`` counts those points; every l_2 row is
+also decided without them).
 
 Table 1: the robust error of every model at three point-wise thresholds,
 fixed in advance: l_inf 0.05, 0.1, 0.2 for the paper's methods (0.5x, 1x and
