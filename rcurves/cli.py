@@ -677,7 +677,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("property", metavar="PROPERTY.vnnlib")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole run (default 60)")
     p.add_argument("--budget", type=int, default=None,
-                   help="most subdomains of the last branch-and-bound round (default 16384)")
+                   help="most subdomains bounded by branch and bound (default 16384; the time limit "
+                        "usually ends it first)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed of the attack (default 0)")
     p.add_argument("--json", action="store_true",
                    help="print the full result as JSON (the counterexample in the property's X_i order)")
@@ -770,7 +771,7 @@ def cmd_verify(args) -> int:
         cex = res.counterexample
         if cex is not None:
             cex = (from_nhwc(cex) if nchw else cex.reshape(-1)).astype(float).tolist()
-        out.update(status=res.status, stage=res.stage, subdomains=res.subdomains,
+        out.update(status=res.status, stage=res.stage, detail=res.detail, subdomains=res.subdomains,
                    margin_lower=res.margin_lower if math.isfinite(res.margin_lower) else None,
                    margin_upper=res.margin_upper if math.isfinite(res.margin_upper) else None,
                    verify_seconds=res.seconds, counterexample=cex)

@@ -2,31 +2,37 @@
 
 :func:`verify` answers "inside the box ``[x_lo, x_hi]``, does ``label`` stay
 the argmax (over the classes ``others``)?" -- the property of a VNN-LIB file
-(:func:`rcurves.certify.read_vnnlib`) -- in three stages, each ending the
-search when it decides:
+(:func:`rcurves.certify.read_vnnlib`) -- in stages, each ending the search
+when it decides:
 
-1. **attack** (falsify): PGD (``attacks.pgd``, ``ATTACK_RESTARTS`` random
-   restarts of ``ATTACK_STEPS`` steps, the logit-margin loss) maximises the
-   best other class's margin inside the box; its point and the box's centre
-   are re-checked on the *original* model in float32 (the ``logits_fn`` of an
-   ONNX file, not the certify network): a point inside the box on which some
-   class of ``others`` scores at least as high as ``label`` is a
-   counterexample (ties count, as in VNN-LIB's ``(>= Y_j Y_label)``);
+1. **pgd** (falsify, cheap): PGD (``attacks.pgd``, ``ATTACK_RESTARTS``
+   random restarts of ``ATTACK_STEPS`` steps, the logit-margin loss)
+   maximises the best other class's margin inside the box;
 2. **crown**: CROWN's lower bounds on the margins ``z_label - z_j``; all
    positive proves the property;
-3. **bab**: branch and bound (``certify.bab``: alpha-beta-CROWN on ReLU
-   splits) in rounds of growing subdomain budgets, ``FIRST_BUDGET`` then
-   ``GROWTH`` times more each round up to ``budget`` (256, 2048, 16384 by
-   default); each round is one jitted program and goes on from the undecided
-   subdomains the previous round left (its frontier, copied into the larger
-   one), so a round repeats only the bounding of those. The root of the
-   first round is alpha-CROWN (optimised slopes, no split yet): a proof
-   there is reported as stage ``'crown'``. The search ends 'unknown' when
-   the time is out, the last budget is spent, or branch and bound fails for
-   good: a subdomain with no unstable ReLU left whose bound is still not
-   positive, or, with more than ``bab.BaBConfig.rows`` (9) classes in
-   ``others``, a margin outside the 9 it branches on that CROWN does not
-   prove at the root.
+3. **the attacks** (falsify, before any branching): the adaptive default
+   (``attacks.minimal_distance`` with its default schedule: targeted APGD
+   lanes and FMN on models of four or more classes) and then, while at least
+   ``ENSEMBLE_SHARE`` of the time limit is left, ``attacks.ensemble`` (its
+   default members, about ``ENSEMBLE_GRADIENTS`` gradients), both on the
+   reduced network's unit ball (below) with ``eps_max = 1``: any point they
+   return lies in the box;
+4. **bab**: branch and bound (``certify.bab.bab_search``: alpha-beta-CROWN on
+   ReLU splits, filtered smart branching) until the ball is proven, the time
+   limit passes (read between batches of 16 subdomains) or ``budget``
+   subdomains have been bounded; its frontier lives on the host and grows as
+   needed. Its root is alpha-CROWN (optimised slopes, no split yet): a proof
+   there is reported as stage ``'crown'``. It ends 'unknown' when the time or
+   the budget is out, or for good when a subdomain with no unstable ReLU left
+   still has a bound that is not positive, or, with more than
+   ``bab.BaBConfig.rows`` (9) classes in ``others``, a margin outside the 9 it
+   branches on that CROWN does not prove at the root.
+
+Every candidate point of an attack, and the box's centre, is re-checked on
+the *original* model in float32 (the ``logits_fn`` of an ONNX file, not the
+certify network): a point inside the box on which some class of ``others``
+scores at least as high as ``label`` is a counterexample (ties count, as in
+VNN-LIB's ``(>= Y_j Y_label)``); nothing else is reported as falsified.
 
 **The reduction to a ball.** The bounds of ``certify.bounds`` / ``certify.bab``
 take a point, an l_inf radius and one scalar pair of input bounds. A box is
@@ -44,7 +50,8 @@ of ``g``: their columns are zero. The logits are reduced the same way to
 selection layer appended), so ``g``'s label is 0 and its margins are exactly
 the property's. Folding is done in float64 and stored in float32 (the
 verifiers' precision): ``g`` equals ``f(c + r d)`` up to float32 rounding, the
-same caveat as every bound of the toolkit.
+same caveat as every bound of the toolkit. The attacks run on the original
+model through the same map (``d -> f(c + r d)``), not on ``g``.
 
 **Layout.** ``x_lo`` and ``x_hi`` are in the toolkit's layout of the model's
 input: ``input_shape`` of the network (``(H, W, C)`` for an image model,
@@ -55,18 +62,16 @@ for one channel and for vector inputs the two orders coincide. The
 counterexample comes back in the toolkit layout, shape ``input_shape``
 (``from_nhwc`` gives the VNN-LIB order).
 
-**Time.** ``time_limit`` is checked before each stage and between the rounds
-of branch and bound: a later round starts only when its predicted time (the
-previous round's compile time plus its run time scaled by the budget ratio)
-fits in what is left. ``certify.bab`` has no clock of its own, so the first
-round starts whenever any time is left, and a round, once started, runs to
-its budget: ``seconds`` may exceed ``time_limit`` by about one round.
-Compilation counts: every program takes the network's arrays as traced
-arguments, so it compiles once per architecture and round size (4-8-8-3 MLP
-on a busy 2-core machine: about 3 s for the attack, 1.5 s for CROWN, 7-8 s
-per branch-and-bound round size; 784-64-64-10: about 8 s per round size),
-and a fresh process compiles again (``RCURVES_JAX_CACHE=1`` keeps them on
-disk for the command line).
+**Time.** ``time_limit`` is checked before each stage and, inside branch and
+bound, before each batch of subdomains: ``seconds`` exceeds it by at most
+one stage's or one batch's time (and a compilation that started before the
+limit). Compilation counts: every program takes the network's arrays as
+traced arguments, so it compiles once per architecture (and number of
+classes in ``others``) in a process; on a busy 2-core machine, for the MLP
+784-256-256-10: about 3 s for PGD, 2 s for CROWN, 7 s for the adaptive
+search, 16 s for the ensemble and 7 s for branch and bound (two programs, one
+for any budget). ``RCURVES_JAX_CACHE=1`` keeps them on disk for the command
+line; a benchmark over many boxes of one model pays them once.
 """
 from __future__ import annotations
 
@@ -83,13 +88,15 @@ import numpy as np
 from attacks import checks
 from rcurves.certify.layers import Dense, Network, Reshape, network
 
-#: PGD restarts and steps of the falsify stage (one jitted program).
+#: PGD restarts and steps of the first, cheap falsify stage (one jitted program).
 ATTACK_RESTARTS = 8
 ATTACK_STEPS = 50
-#: Subdomains of the first branch-and-bound round, and the factor between rounds.
-FIRST_BUDGET = 256
-GROWTH = 8
-#: Default and largest ``budget`` (subdomains bounded in the last round).
+#: Gradients per point of ``attacks.ensemble``'s default members in the second falsify stage.
+ENSEMBLE_GRADIENTS = 1000
+#: The ensemble runs only while at least this share of ``time_limit`` is left (its first call on an
+#: architecture compiles several programs: about 16 s for a 784-256-256-10 MLP on 2 busy cores).
+ENSEMBLE_SHARE = 0.5
+#: Default and largest ``budget`` (subdomains bounded by branch and bound).
 DEFAULT_BUDGET = 16384
 MAX_BUDGET = 2 ** 16
 #: The words VNN-COMP answers with, per status.
@@ -110,15 +117,22 @@ class VerifyResult(NamedTuple):
         class of ``others`` at least as high as ``label``; None unless falsified. Each entry is a float32
         number wherever its interval holds one, so the float32 model sees exactly this point; an interval
         holding none (``lo == hi == 0.1``) keeps its float64 value, which the model rounds by half an ulp.
-      margin_lower: the best lower bound reached on ``min_{x in box} min_{j in others} (z_label - z_j)``;
-        CROWN's (``> 0``) when CROWN proved it, ``0.0`` when branch and bound did (alpha-CROWN at its root,
-        stage 'crown', included: every subdomain's bound was positive, their minimum is not kept), ``-inf``
-        when no bound was computed (falsified first).
+      margin_lower: the best lower bound reached on ``m* = min_{x in box} min_{j in others} (z_label - z_j)``
+        (so ``> 0`` when verified): the larger of CROWN's and branch and bound's (the root's alpha-CROWN
+        bound, or the lowest bound over the subdomains that partition the box: those it proved and those
+        left undecided; ``certify.bab.SearchResult.lower``); ``-inf`` when no bound was computed
+        (falsified first) or a bound was NaN.
       margin_upper: the smallest margin ``min_j (z_label - z_j)`` evaluated at a point of the box (the
-        centre, the attack's point): an upper bound on that minimum; ``<= 0`` when falsified.
+        centre, the attacks' points): an upper bound on ``m*``; ``<= 0`` when falsified.
       seconds: wall-clock time of the call (compilation included).
-      subdomains: subdomains bounded by branch and bound (0 if it did not run).
+      subdomains: subdomains bounded by branch and bound, its root included (0 if it did not run).
       stage: the stage that decided, or the last one that ran: 'attack', 'crown' or 'bab'.
+      detail: falsified: the attack whose point is the counterexample ('centre', 'pgd', 'search' -- the
+        adaptive default --, 'ensemble'); verified: 'crown', 'alpha-crown' (branch and bound's root) or
+        'bab'; unknown: why it stopped -- 'time' (before or during any stage), 'budget', 'stuck' (a
+        subdomain with no ReLU left to split), 'rows' (a margin branch and bound does not branch on),
+        'nan' (a NaN bound) or 'linear' (no hidden ReLU: CROWN's bound is exact and not positive, yet no
+        attack found a counterexample).
     """
 
     status: str
@@ -128,6 +142,7 @@ class VerifyResult(NamedTuple):
     seconds: float
     subdomains: int
     stage: str
+    detail: str = ""
 
     @property
     def result_word(self) -> str:
@@ -311,91 +326,74 @@ def _into_box(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.where((xd >= lo) & (xd <= hi), xd, x)
 
 
-def _falsify(fn, lo, hi, sel, shape, seed):
-    """``(counterexample or None, smallest margin seen)``: the centre and PGD's point, re-checked."""
-    import attacks
-
+def _boxed(fn, lo, hi, sel, shape) -> "_BoxFn":
     c, r = (lo + hi) / 2.0, (hi - lo) / 2.0
-    d = lo.size
-    boxed = _BoxFn(fn, jnp.asarray(c, jnp.float32), jnp.asarray(r, jnp.float32), jnp.asarray(sel, jnp.int32),
-                   tuple(shape))
-    d_adv = attacks.pgd(boxed, jnp.zeros((1, d), jnp.float32), jnp.zeros((1,), jnp.int32), 1.0, norm="linf",
-                        steps=ATTACK_STEPS, key=jax.random.PRNGKey(seed), bounds=_DOMAIN,
-                        restarts=ATTACK_RESTARTS, loss="margin")
-    d_adv = np.clip(np.asarray(d_adv, np.float64).reshape(-1), -1.0, 1.0)
-    pts = np.stack([_into_box(p, lo, hi) for p in (c, c + r * d_adv)])
+    return _BoxFn(fn, jnp.asarray(c, jnp.float32), jnp.asarray(r, jnp.float32), jnp.asarray(sel, jnp.int32),
+                  tuple(shape))
+
+
+def _recheck(fn, lo, hi, sel, shape, ds) -> Tuple[Optional[np.ndarray], float, int]:
+    """The points ``c + r d`` of the unit-ball points ``ds (k, D)`` (clipped to ``[-1, 1]``), put inside the box
+    and evaluated on the model in float32: ``(counterexample or None, smallest margin, its index)``."""
+    c, r = (lo + hi) / 2.0, (hi - lo) / 2.0
+    ds = np.clip(np.asarray(ds, np.float64).reshape(len(ds), -1), -1.0, 1.0)
+    pts = np.stack([_into_box(c + r * d, lo, hi) for d in ds])
     xs = pts.astype(np.float32).reshape((len(pts),) + tuple(shape))
     m = np.asarray(_margins(fn, jnp.asarray(xs), jnp.asarray(sel, jnp.int32)), np.float64)
-    i = int(np.argmin(m))
-    return (pts[i] if m[i] <= 0 else None), float(m[i])
+    if np.isnan(m).all():
+        return None, math.nan, 0
+    i = int(np.nanargmin(m))
+    return (pts[i] if m[i] <= 0 else None), float(m[i]), i
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
-def _bab_round(net: Network, prev, *, cfg):
-    """One branch and bound of ``net`` on the ball of radius 1 around 0 (label 0), from ``prev``'s frontier."""
-    from rcurves.certify.bab import bab_certify_point
-    from rcurves.certify.bounds import prepare
+def _pgd(fn, lo, hi, sel, shape, seed):
+    """``(counterexample or None, smallest margin seen, 'centre' or 'pgd', the centre's margin is finite)``:
+    the centre and PGD's point, re-checked."""
+    import attacks
 
-    prep = prepare(net, cfg.bound)
-    x = jnp.zeros(net.input_shape, jnp.float32)
-    return bab_certify_point(prep, x, jnp.int32(0), jnp.float32(1.0), cfg, prev, prev is not None)
-
-
-def _widen(f, slots: int):
-    """The frontier ``f`` in ``slots`` slots (the new ones empty), for a round with a larger budget."""
-    k = slots - f.lb.shape[0]
-    if k <= 0:
-        return f
-
-    def pad(a, v):
-        return jnp.concatenate([a, jnp.full((k,) + a.shape[1:], v, a.dtype)])
-
-    return f._replace(sgn=pad(f.sgn, 0), lb=pad(f.lb, jnp.inf), nxt=pad(f.nxt, -1), alive=pad(f.alive, False),
-                      params=jax.tree_util.tree_map(lambda a: pad(a, 0), f.params), stale=pad(f.stale, False))
+    d = lo.size
+    d_adv = attacks.pgd(_boxed(fn, lo, hi, sel, shape), jnp.zeros((1, d), jnp.float32), jnp.zeros((1,), jnp.int32),
+                        1.0, norm="linf", steps=ATTACK_STEPS, key=jax.random.PRNGKey(seed), bounds=_DOMAIN,
+                        restarts=ATTACK_RESTARTS, loss="margin")
+    ds = np.stack([np.zeros(d), np.asarray(d_adv, np.float64)[0]])
+    cex, m, i = _recheck(fn, lo, hi, sel, shape, ds)
+    centre = _recheck(fn, lo, hi, sel, shape, ds[:1])[1]
+    return cex, m, ("centre", "pgd")[i], math.isfinite(centre)
 
 
-def _schedule(budget: int) -> Tuple[int, ...]:
-    out = [min(FIRST_BUDGET, budget)]
-    while out[-1] < budget:
-        out.append(min(out[-1] * GROWTH, budget))
-    return tuple(out)
+def _search(fn, lo, hi, sel, shape, seed, ensemble: bool):
+    """``(counterexample or None, margin at the attack's point)``: the adaptive default search
+    (``attacks.minimal_distance``) or ``attacks.ensemble`` on the unit ball, its point re-checked."""
+    import attacks
+
+    d = lo.size
+    boxed = _boxed(fn, lo, hi, sel, shape)
+    kw = dict(norm="linf", bounds=_DOMAIN, eps_max=1.0)
+    z, y = jnp.zeros((1, d), jnp.float32), jnp.zeros((1,), jnp.int32)
+    if ensemble:
+        members = attacks.default_attacks("linf", ENSEMBLE_GRADIENTS, n_classes=len(sel))
+        res = attacks.ensemble(boxed, z, y, key=jax.random.fold_in(jax.random.PRNGKey(seed), 2), attacks=members,
+                               **kw)
+    else:
+        res = attacks.minimal_distance(boxed, z, y, key=jax.random.fold_in(jax.random.PRNGKey(seed), 1), **kw)
+    if not bool(np.asarray(res.success)[0]):
+        return None, math.inf
+    cex, m, _ = _recheck(fn, lo, hi, sel, shape, np.asarray(res.x_adv, np.float64))
+    return cex, m
 
 
-def _branch_and_bound(rnet: Network, deadline: float, budget: int):
-    """Branch and bound of ``rnet`` (a :func:`box_network`) in the rounds of :func:`_schedule` that fit the
-    ``deadline`` (a ``time.perf_counter`` value): ``(verified, margin lower bound or -inf, subdomains bounded,
-    verified at the root of the first round)``."""
-    from rcurves.certify.bab import bab_config
+def _branch_and_bound(rnet: Network, deadline: float, budget: int, **kw):
+    """Branch and bound of ``rnet`` (a :func:`box_network`) on its unit ball, label 0, until the ``deadline``
+    (a ``time.perf_counter`` value) or ``budget`` subdomains: a ``certify.bab.SearchResult``. ``kw``: more
+    settings of ``certify.bab.bab_config`` (``branching``, ``candidates``; default the module's)."""
+    from rcurves.certify.bab import SearchResult, bab_config, bab_search
     from rcurves.certify.bounds import BoundConfig
 
-    bound = BoundConfig(norm="linf", method="crown", domain=_DOMAIN)
-    prev, best, total = None, -math.inf, 0
-    last = None                                  # (budget, compile seconds, run seconds) of the last round
-    n_rows = rnet.n_classes - 1
-    for b in _schedule(budget):
-        now = time.perf_counter()
-        if now >= deadline:
-            break
-        if last is not None and now + last[1] + last[2] * b / last[0] > deadline:
-            break
-        cfg = bab_config(bound, b)
-        start = None if prev is None else _widen(prev, cfg.capacity)
-        t0 = time.perf_counter()
-        program = _bab_round.lower(rnet, start, cfg=cfg).compile()
-        t1 = time.perf_counter()
-        ok, m, n, f = jax.block_until_ready(program(rnet, start))
-        t2 = time.perf_counter()
-        last = (b, t1 - t0, t2 - t1)
-        total += int(n)
-        if bool(ok):
-            return True, 0.0, total, int(n) == 1 and prev is None
-        failed, whole, m = bool(f.failed), bool(f.whole), float(m)
-        if not failed and whole and n_rows <= cfg.rows and not math.isnan(m):
-            best = max(best, m)               # the lowest bound over the undecided subdomains: a global one
-        if failed:                            # no split left where a bound fails, or margins it does not branch on
-            break
-        prev = f
-    return False, best, total, False
+    left = deadline - time.perf_counter()
+    if not left > 0:
+        return SearchResult(False, -math.inf, 0, False, "time", 0, 0)
+    cfg = bab_config(BoundConfig(norm="linf", method="crown", domain=_DOMAIN), budget, **kw)
+    return bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=left)
 
 
 def verify(
@@ -420,10 +418,12 @@ def verify(
         ``input_shape`` or ``(prod(input_shape),)``; finite, ``x_lo <= x_hi`` (equal entries fix an input).
       label: the class that must stay on top.
       others: the classes compared with ``label`` (default: all others, "label stays the argmax").
-      time_limit: seconds (``inf`` for none); checked between stages and branch-and-bound rounds.
-      budget: most subdomains bounded by the last branch-and-bound round (rounds of ``FIRST_BUDGET``,
-        ``GROWTH`` times more each, up to this), between 8 and ``MAX_BUDGET``.
-      seed: the attack's random starts.
+      time_limit: seconds (``inf`` for none); checked between stages and between branch-and-bound batches.
+      budget: most subdomains bounded by branch and bound (at most ``budget + 31``), between 8 and
+        ``MAX_BUDGET``. It caps the memory (the undecided subdomains, each with its optimised slopes and
+        multipliers: about ``2 * 9 * 4`` bytes per hidden unit, 37 kB for 512 units), not the time per
+        subdomain: the frontier grows as needed.
+      seed: the attacks' random starts.
 
     Returns:
       :class:`VerifyResult`. A 'verified' answer is a proof (up to float32 rounding in the bound
@@ -454,17 +454,17 @@ def verify(
     deadline = t_start + time_limit
     sel = np.asarray([label, *others], np.int64)
 
-    def result(status, stage, cex=None, lower=-math.inf, upper=math.inf, subdomains=0):
+    def result(status, stage, detail, cex=None, lower=-math.inf, upper=math.inf, subdomains=0):
         cex = None if cex is None else np.asarray(cex, np.float64).reshape(shape)
         return VerifyResult(status, cex, float(lower), float(upper), time.perf_counter() - t_start,
-                            int(subdomains), stage)
+                            int(subdomains), stage, detail)
 
-    # 1. falsify
-    cex, upper = _falsify(fn, lo, hi, sel, shape, seed)
+    # 1. falsify, cheaply: the centre and PGD
+    cex, upper, found, finite = _pgd(fn, lo, hi, sel, shape, seed)
     if cex is not None:
-        return result("falsified", "attack", cex, upper=upper)
+        return result("falsified", "attack", found, cex, upper=upper)
     if time.perf_counter() >= deadline:
-        return result("unknown", "attack", upper=upper)
+        return result("unknown", "attack", "time", upper=upper)
 
     # 2. CROWN on the box, as the unit ball of the reduced network
     from rcurves.certify.radius import margin_bounds
@@ -474,16 +474,32 @@ def verify(
                                   norm="linf", method="crown", bounds=_DOMAIN))[0, 1:]
     lower = float(np.min(lb)) if not np.isnan(lb).any() else -math.inf
     if lower > 0:
-        return result("verified", "crown", lower=lower, upper=upper)
-    if not rnet.hidden_sizes or time.perf_counter() >= deadline:   # nothing to split (CROWN is exact), or no time
-        return result("unknown", "crown", lower=lower, upper=upper)
+        return result("verified", "crown", "crown", lower=lower, upper=upper)
 
-    # 3. branch and bound in growing rounds
-    ok, m, n, at_root = _branch_and_bound(rnet, deadline, budget)
-    if ok:
-        return result("verified", "crown" if at_root else "bab", lower=max(lower, 0.0), upper=upper, subdomains=n)
-    return result("unknown", "bab", lower=max(lower, m), upper=upper, subdomains=n)
+    # 3. falsify with the attacks before any branching: the adaptive default, then the ensemble
+    if finite:                                    # (NaN logits at the centre: the attacks refuse them)
+        for name in ("search", "ensemble"):
+            left = deadline - time.perf_counter()
+            if left <= 0 or (name == "ensemble" and left < ENSEMBLE_SHARE * time_limit):
+                break
+            cex, m = _search(fn, lo, hi, sel, shape, seed, name == "ensemble")
+            upper = min(upper, m)
+            if cex is not None:
+                return result("falsified", "attack", name, cex, lower=lower, upper=upper)
+    if time.perf_counter() >= deadline:
+        return result("unknown", "crown", "time", lower=lower, upper=upper)
+    if not rnet.hidden_sizes:                     # nothing to split: CROWN is exact
+        return result("unknown", "crown", "linear", lower=lower, upper=upper)
+
+    # 4. branch and bound
+    bb = _branch_and_bound(rnet, deadline, budget)
+    lower = max(lower, bb.lower)
+    if bb.verified:
+        return result("verified", "crown" if bb.at_root else "bab", "alpha-crown" if bb.at_root else "bab",
+                      lower=lower, upper=upper, subdomains=bb.bounded)
+    return result("unknown", "bab", bb.reason, lower=lower, upper=upper, subdomains=bb.bounded)
 
 
-__all__ = ["ATTACK_RESTARTS", "ATTACK_STEPS", "DEFAULT_BUDGET", "FIRST_BUDGET", "GROWTH", "MAX_BUDGET",
-           "RESULT_WORDS", "STAGES", "STATUSES", "VerifyResult", "box_network", "verify"]
+__all__ = ["ATTACK_RESTARTS", "ATTACK_STEPS", "DEFAULT_BUDGET", "ENSEMBLE_GRADIENTS",
+           "ENSEMBLE_SHARE", "MAX_BUDGET", "RESULT_WORDS", "STAGES", "STATUSES", "VerifyResult", "box_network",
+           "verify"]

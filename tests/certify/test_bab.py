@@ -70,3 +70,78 @@ def test_l2_radius_never_exceeds_the_nearest_misclassified_grid_point(seed):
     assert np.all(r <= d * (1 + 1e-5)), (r, d)
     assert np.all(r >= crown)
     assert np.median(r / d) > np.median(crown / d)   # and it helps
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bab_search: one ball, driven from the host
+
+
+def _balls(net, n, factors, seed):
+    """``(x, y, eps, grid min margin on the ball)`` at ``factors`` times each point's grid distance."""
+    xs = np.random.default_rng(seed).uniform(-0.8, 0.8, (n, 2)).astype(np.float32)
+    ys = np.argmax(np.asarray(net.logits(xs)), 1)
+    d = _grid_search(net, xs, ys, "linf")[0]
+    g = np.linspace(-1, 1, 161, dtype=np.float32)
+    out = []
+    for x, y, di in zip(xs, ys, d):
+        for f in factors:
+            eps = np.float32(f * di)
+            pts = np.stack(np.meshgrid(np.clip(x[0] + eps * g, *BOX), np.clip(x[1] + eps * g, *BOX)), -1)
+            z = np.asarray(net.logits(pts.reshape(-1, 2)), np.float64)
+            out.append((x, int(y), eps, float((z[:, y] - np.delete(z, y, axis=1).max(1)).min())))
+    return out
+
+
+@pytest.mark.slow
+def test_search_proves_only_clean_balls_and_its_lower_bound_holds():
+    """(Slow: its own compilation. ``test_verify`` checks ``bab_search`` by default, through ``verify``.)"""
+    net = _random_mlp([2, 24, 24, 24, 3], 4)
+    cfg = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 1024, steps=10)
+    assert cfg.branching == "fsb"
+    split = 0
+    for i, (x, y, eps, m) in enumerate(_balls(net, 4, (0.9, 1.03), 1)):
+        res = bab.bab_search(net, x, y, eps, cfg)
+        assert res.lower <= m + 1e-4 * (1 + abs(m)), (i, res, m)           # below the grid's minimum
+        if res.verified:
+            assert m > 0 and res.lower > 0 and res.left == 0, (i, res, m)
+            split += res.bounded > 1
+        else:
+            assert res.reason in ("budget", "stuck") and (res.left > 0 or res.reason == "stuck"), res
+    assert split >= 2                                                       # proofs that needed splits
+
+
+@pytest.mark.slow
+def test_fsb_needs_fewer_subdomains_than_babsr():
+    net = _random_mlp([2, 24, 24, 24, 3], 4)
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
+    n = {}
+    for rule in ("babsr", "fsb"):
+        cfg = bab.bab_config(bc, 2048, steps=10, branching=rule)
+        for i, (x, y, eps, m) in enumerate(_balls(net, 6, (0.9, 0.98, 1.03), 1)):
+            res = bab.bab_search(net, x, y, eps, cfg)
+            assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (rule, i, res, m)
+            if res.verified:
+                n.setdefault(i, {})[rule] = res.bounded
+    both = [v for v in n.values() if len(v) == 2]
+    assert len(both) >= 8 and sum(v["babsr"] > 1 for v in both) >= 4       # proofs that needed splits
+    assert sum(v["fsb"] for v in both) < sum(v["babsr"] for v in both), both
+
+
+def test_the_host_frontier_grows_and_hands_out_its_lowest_subdomains():
+    def rows(lb):
+        lb = np.asarray(lb, np.float32)
+        k = lb.size
+        return (np.tile(np.arange(k, dtype=np.int8)[:, None], (1, 3)), lb, np.arange(k, dtype=np.int32),
+                [np.repeat(lb[:, None, None], 2, axis=1)])
+
+    pool = bab._Pool(*rows([5.0]))
+    pool.add(*rows([3.0, -1.0, 7.0, 0.5, 2.0]))
+    assert pool.n == 6 and pool.lb.shape[0] >= 6 and pool.lowest() == -1.0
+    sgn, nxt, leaves = pool.take(3)
+    assert sorted(leaves[0][:, 0, 0].tolist()) == [-1.0, 0.5, 2.0]          # the lowest three, rows intact
+    assert np.all(leaves[0][:, 1, 0] == leaves[0][:, 0, 0]) and pool.n == 3
+    left = sorted(zip(pool.lb[:3].tolist(), pool.nxt[:3].tolist(), pool.leaves[0][:3, 0, 0].tolist()))
+    assert [v for v, _, _ in left] == [3.0, 5.0, 7.0] and all(a == c for a, _, c in left)
+    pool.add(*rows(np.arange(40.0)))                                         # grows past its size
+    assert pool.n == 43 and pool.lowest() == 0.0
+    assert pool.take(100)[0].shape[0] == 43 and pool.n == 0 and pool.lowest() == np.inf

@@ -5,6 +5,7 @@ against something independent of the bounds: a float64 NumPy forward pass on
 thousands of points sampled in the box (and all its corners), and the exact
 MILP (``certify.milp``, HiGHS) on the same box.
 """
+import functools
 import itertools
 import math
 import sys
@@ -151,7 +152,7 @@ def test_verified_boxes_hold_at_every_sampled_point_and_corner(compiled):
                 n_verified += 1
                 stages.add(res.stage)
                 assert m.min() > 0, (seed, eps, res)
-                assert res.margin_lower >= 0 and res.counterexample is None
+                assert res.margin_lower > 0 and res.counterexample is None
     assert n_verified >= 5 and {"crown", "bab"} <= stages      # both proof stages exercised
 
 
@@ -298,7 +299,7 @@ def test_bad_arguments_name_the_argument_before_anything_runs(monkeypatch):
     def never(*a, **k):
         raise AssertionError("a stage ran before the arguments were checked")
 
-    monkeypatch.setattr(VERIFY, "_falsify", never)
+    monkeypatch.setattr(VERIFY, "_pgd", never)
     net = certify.mlp(weights(0))
     lo, hi = np.zeros(4), np.ones(4)
     cases = [
@@ -434,54 +435,156 @@ def test_cli_reads_an_nchw_box_in_the_order_of_the_onnx_input(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# branch-and-bound rounds
+# the attacks before branching, the lower bound after it
 
 
-def test_a_larger_round_takes_the_frontier_in_empty_slots():
-    from rcurves.certify.bab import Frontier
+def near_radius_boxes(n_boxes, factor=0.85):
+    """``(ws, lo, hi, label, others, sampled min margin)`` of boxes ``c +- factor s* w`` on the 4-8-8-3 MLPs,
+    ``s*`` the largest scale at which 3,000 sampled points and the corners all keep the label (bisected):
+    boxes that hold, where CROWN is usually not enough."""
+    rng = np.random.default_rng(31)
+    out = []
+    for seed in range(40):
+        ws = weights(seed)
+        c, w = rng.uniform(-1, 1, 4), rng.uniform(0.3, 1.0, 4)
+        label = int(np.argmax(np_logits(ws, c[None])[0]))
+        others = [j for j in range(3) if j != label]
 
-    s, h = 5, 3
-    f = Frontier(sgn=np.ones((s, h), np.int8), lb=np.arange(s, dtype=np.float32), nxt=np.arange(s, dtype=np.int32),
-                 alive=np.ones(s, bool), failed=np.array(False), bounded=np.array(7, np.int32),
-                 params=([np.ones((s, 2, h), np.float32)], [np.full((s, 2, h), 2.0, np.float32)]),
-                 stale=np.zeros(s, bool), whole=np.array(True))
-    g = VERIFY._widen(f, 9)
-    assert g.sgn.shape == (9, h) and np.all(np.asarray(g.sgn[:s]) == 1) and np.all(np.asarray(g.sgn[s:]) == 0)
-    assert np.all(np.asarray(g.lb[s:]) == np.inf) and np.all(np.asarray(g.nxt[s:]) == -1)
-    assert np.asarray(g.alive).tolist() == [True] * s + [False] * 4 and not np.asarray(g.stale).any()
-    assert g.params[0][0].shape == (9, 2, h) and np.all(np.asarray(g.params[1][0][:s]) == 2.0)
-    assert np.all(np.asarray(g.params[1][0][s:]) == 0.0) and int(g.bounded) == 7 and bool(g.whole)
-    assert VERIFY._widen(f, s) is f
-    assert VERIFY._schedule(16384) == (256, 2048, 16384) and VERIFY._schedule(100) == (100,)
-    assert VERIFY._schedule(300) == (256, 300)
+        def sampled_min(s):
+            return np_margin(ws, box_points(c - s * w, c + s * w, 3000, seed), label, others).min()
+
+        a, b = 0.0, 1.5
+        if sampled_min(b) > 0:
+            continue
+        for _ in range(10):
+            a, b = ((a + b) / 2, b) if sampled_min((a + b) / 2) > 0 else (a, (a + b) / 2)
+        s = factor * a
+        out.append((ws, c - s * w, c + s * w, label, others, sampled_min(s)))
+        if len(out) == n_boxes:
+            break
+    return out
 
 
-def test_no_round_starts_after_the_deadline():
+@functools.lru_cache(maxsize=None)
+def near_radius_results():
+    """:func:`near_radius_boxes` (12 of them) with their :func:`verify` results."""
+    return [(box, verify(certify.mlp(box[0]), box[1], box[2], box[3], budget=BUDGET)) for box in near_radius_boxes(12)]
+
+
+def bab_box(most=False):
+    """A near-radius box that branch and bound proved (the first, or the one that took most subdomains)."""
+    found = [(box, res) for box, res in near_radius_results() if res.detail == "bab"]
+    return max(found, key=lambda f: f[1].subdomains)[0] if most else found[0][0]
+
+
+def test_margin_lower_after_branch_and_bound_is_positive_and_below_the_sampled_minimum(compiled):
+    stages = []
+    for (ws, lo, hi, label, others, m), res in near_radius_results():
+        assert res.status != "falsified" and m > 0
+        assert res.margin_lower <= m + 1e-5, (res, m)              # a lower bound of the true minimum
+        assert res.margin_lower <= res.margin_upper + 1e-5              # (float32 rounding apart)
+        if res.status == "verified":
+            stages.append(res.detail)
+            assert 0 < res.margin_lower, res                        # the bound branch and bound reached
+    assert stages.count("bab") >= 3, stages
+
+
+def test_the_attacks_after_crown_find_what_pgd_misses_and_every_point_is_rechecked(compiled, monkeypatch):
+    ws = weights(2)
+    net = certify.mlp(ws)
+    rng = np.random.default_rng(7)
+    boxes = [random_box(rng, ws, eps) for eps in (0.9, 1.2, 1.5, 1.2, 0.9)]
+
+    def centre_only(fn, lo, hi, sel, shape, seed):      # a PGD that finds nothing: the centre alone
+        return None, VERIFY._recheck(fn, lo, hi, sel, shape, np.zeros((1, lo.size)))[1], "centre", True
+
+    monkeypatch.setattr(VERIFY, "_pgd", centre_only)
+    search = VERIFY._search
+    calls = []
+    monkeypatch.setattr(VERIFY, "_search", lambda *a: calls.append(a[-1]) or search(*a))
+    found = {}
+    for lo, hi, label in boxes:
+        res = verify(net, lo, hi, label, budget=BUDGET)
+        if res.status == "falsified":
+            found[res.detail] = found.get(res.detail, 0) + 1
+            x = res.counterexample
+            assert res.stage == "attack" and res.subdomains == 0 and np.all(x >= lo) and np.all(x <= hi)
+            z = np.asarray(net.logits(x[None].astype(np.float32)))[0]
+            assert z[label] <= np.delete(z, label).max() and res.margin_upper <= 0
+    assert found.get("search", 0) >= 3 and calls[0] is False, (found, calls)
+
+    # the ensemble after the adaptive search, when that finds nothing
+    monkeypatch.setattr(VERIFY, "_search", lambda *a: (None, math.inf) if a[-1] is False else search(*a))
+    lo, hi, label = boxes[0]
+    res = verify(net, lo, hi, label, budget=BUDGET)
+    assert res.status == "falsified" and res.detail == "ensemble"
+
+    # an attack's point that does not violate the property is not a counterexample
+    import attacks
+
+    fake = attacks.MinimalResult(np.full(1, 0.5, np.float32), np.zeros((1, 4), np.float32), np.ones(1, bool))
+    monkeypatch.setattr(VERIFY, "_search", search)
+    monkeypatch.setattr(attacks, "minimal_distance", lambda *a, **k: fake)
+    monkeypatch.setattr(attacks, "ensemble", lambda *a, **k: fake)
+    ws0, lo, hi, label, others, m = bab_box()
+    res = verify(certify.mlp(ws0), lo, hi, label, budget=BUDGET)
+    assert res.status != "falsified" and res.margin_upper > 0
+
+
+def test_the_ensemble_waits_for_half_the_time_limit(compiled, monkeypatch):
+    ws, lo, hi, label, others, m = bab_box()
+    calls = []
+    search = VERIFY._search
+    monkeypatch.setattr(VERIFY, "_search", lambda *a: calls.append(a[-1]) or search(*a))
+    res = verify(certify.mlp(ws), lo, hi, label, budget=BUDGET)
+    assert calls == [False, True] and res.status == "verified"
+    calls.clear()
+    monkeypatch.setattr(VERIFY, "ENSEMBLE_SHARE", 1.0)         # never half the limit left after the search
+    res = verify(certify.mlp(ws), lo, hi, label, budget=BUDGET)
+    assert calls == [False] and res.status == "verified"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# branch and bound inside verify: one search, a clock, a frontier that grows
+
+
+def test_no_branch_and_bound_starts_after_the_deadline():
     net = certify.mlp(weights(0))
     rnet = box_network(net, np.full(4, -0.5), np.full(4, 0.5), 0, (1, 2))
-    assert VERIFY._branch_and_bound(rnet, 0.0, 256) == (False, -math.inf, 0, False)
+    res = VERIFY._branch_and_bound(rnet, 0.0, 256)
+    assert not res.verified and res.reason == "time" and res.bounded == 0 and res.lower == -math.inf
 
 
-@pytest.mark.slow
-def test_rounds_go_on_from_the_previous_frontier(monkeypatch):
-    """A first round of 8 subdomains, then one of 32 from its frontier (3 compilations: slow)."""
-    ws = weights(0)
-    net = certify.mlp(ws)
-    rng = np.random.default_rng(100)
-    for _ in range(10):                      # the 10th box of this stream needs 23 subdomains from the root
-        eps = rng.uniform(0.2, 0.7)
-        lo, hi, label = random_box(rng, ws, eps)
-    one = verify(net, lo, hi, label, budget=BUDGET)
-    assert one.status == "verified" and one.stage == "bab" and one.subdomains > 15
+def test_the_budget_does_not_change_the_search(compiled):
+    ws, lo, hi, label, others, m = bab_box(most=True)
+    rnet = box_network(certify.mlp(ws), lo, hi, label, others)
+    small = VERIFY._branch_and_bound(rnet, math.inf, 256)
+    large = VERIFY._branch_and_bound(rnet, math.inf, VERIFY.MAX_BUDGET)
+    assert small.verified and small.bounded > 8 and small == large       # same search, whatever the budget
+    assert small.peak < small.bounded <= 256
+    # a box branch and bound does not prove in 100 subdomains, on a budget of 16 (batches of 8 parents)
+    (ws, lo, hi, label, others, m), res = max(((b, r) for b, r in near_radius_results() if r.status == "unknown"),
+                                              key=lambda br: br[1].subdomains)
+    assert res.subdomains > 32
+    few = VERIFY._branch_and_bound(box_network(certify.mlp(ws), lo, hi, label, others), math.inf, 16)
+    assert few.reason == "budget" and not few.verified and 16 <= few.bounded <= 16 + 2 * 8 - 1
+    assert few.lower <= m + 1e-5 and few.left > 0
 
-    monkeypatch.setattr(VERIFY, "FIRST_BUDGET", 8)      # at most 8 + 2 * 4 - 1 = 15 subdomains in round 1
-    monkeypatch.setattr(VERIFY, "GROWTH", 4)
-    widened = []
-    widen = VERIFY._widen
-    monkeypatch.setattr(VERIFY, "_widen", lambda f, slots: widened.append((int(f.alive.sum()), slots)) or
-                        widen(f, slots))
-    res = verify(net, lo, hi, label, budget=32)
-    assert res.status == "verified" and res.stage == "bab" and res.subdomains > 15
-    assert len(widened) == 1 and widened[0][0] > 0     # the second round started from the first one's frontier
-    others = [j for j in range(3) if j != label]
-    assert np_margin(ws, box_points(lo, hi, 20000, 0), label, others).min() > 0
+
+def test_branch_and_bound_stops_on_the_clock_and_on_nan(compiled, monkeypatch):
+    from rcurves.certify import bab
+    from rcurves.certify.bounds import BoundConfig
+
+    ws, lo, hi, label, others, m = bab_box(most=True)
+    rnet = box_network(certify.mlp(ws), lo, hi, label, others)
+    cfg = bab.bab_config(BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0)), 256)
+    x = np.zeros(4, np.float32)
+    assert bab.bab_search(rnet, x, 0, 1.0, cfg).bounded > 3                # more than one batch to a proof
+    clock = iter(range(10 ** 6))
+    monkeypatch.setattr(bab, "_now", lambda: float(next(clock)))          # one second per reading
+    res = bab.bab_search(rnet, x, 0, 1.0, cfg, time_limit=1.5)            # read at 0 (start), 1, 2
+    assert res.reason == "time" and res.bounded == 3 and not res.verified and res.left > 0
+    assert res.lower <= m + 1e-5
+    monkeypatch.undo()
+    res = bab.bab_search(rnet, x, 0, np.float32(np.nan), cfg)
+    assert not res.verified and res.reason == "nan" and res.lower == -np.inf
