@@ -34,6 +34,9 @@ __getattr__, __dir__ = attach(__name__, {
     'Search': 'attacks.ensemble:Search',
     'default_attacks': 'attacks.ensemble:default_attacks',
     'ensemble': 'attacks.ensemble:ensemble',
+    'AdaptiveConfig': 'attacks.adaptive:AdaptiveConfig',
+    'AdaptiveResult': 'attacks.adaptive:AdaptiveResult',
+    'adaptive_distance': 'attacks.adaptive:adaptive_distance',
 })
 
-__all__ = sorted(['checks', 'xla', 'cross_entropy', 'margin', 'minimal_distance', 'pgd', 'MinimalResult', 'verify', 'carlini_wagner_l2', 'ddn', 'fmn', 'ConstrainedResult', 'cap_pgd', 'cap_pgd_result', 'project_cap', 'vertex_pgd', 'vertex_pgd_result', 'APGDT', 'CW', 'DDN', 'FMN', 'EnsembleResult', 'Search', 'default_attacks', 'ensemble'])
+__all__ = sorted(['checks', 'xla', 'cross_entropy', 'margin', 'minimal_distance', 'pgd', 'MinimalResult', 'verify', 'carlini_wagner_l2', 'ddn', 'fmn', 'ConstrainedResult', 'cap_pgd', 'cap_pgd_result', 'project_cap', 'vertex_pgd', 'vertex_pgd_result', 'APGDT', 'CW', 'DDN', 'FMN', 'EnsembleResult', 'Search', 'default_attacks', 'ensemble', 'AdaptiveConfig', 'AdaptiveResult', 'adaptive_distance'])
