@@ -14,7 +14,7 @@ from rcurves.models.checkpoint import CheckpointError, load_checkpoint
 
 #: entries whose weights the repository does not ship yet (trained on first use; ``rcurves zoo --train NAME
 #: --ship`` adds them); empty once every entry is shipped
-NOT_SHIPPED = ("mnist-full-cnn-mmr-at-l2-0.3", "mnist-full-cnn-mmr-univ")
+NOT_SHIPPED = ()
 
 
 def _small_names():
