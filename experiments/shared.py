@@ -236,9 +236,8 @@ def with_linf_adversarial_l2(args, ev, models):
     info = {}
     if all("cross" in ev.distances[m]["l2"] for m in ev.labels):
         for m in ev.labels:
-            r = ev.distances[m]["l2"]
-            own = np.minimum(np.asarray(r["pgd"], np.float64), np.asarray(r.get("cw", np.inf), np.float64))
-            cross = np.asarray(r["cross"], np.float64)
+            own = own_distance(ev, m, "l2")
+            cross = np.asarray(ev.distances[m]["l2"]["cross"], np.float64)
             rest = cross < own
             dist[m]["l2"]["linf_adv"] = np.where(rest, cross, np.inf)
             dist[m]["l2"]["distance"] = np.minimum(own, cross)
