@@ -45,6 +45,15 @@ as AutoAttack runs its later attacks only on the points still robust:
    next only while it is still unbroken or the search just lowered its
    distance by more than ``rtol`` (it is still moving); with
    ``settle=False`` every unsure point gets all ``max_searches``.
+5. **The batch rule** (``spread``). Where the per-point rule misses, the
+   batch tells: when the first escalation search lowered most of the
+   escalated points (at least ``spread`` of at least ``spread_min``), the
+   model's gradients are masked and a search is a lottery on it, so every
+   other correctly classified point of the batch gets that search too (and
+   more while it moves). On the full-MNIST l_inf 0.3 AT CNN the per-point
+   rule left a third of the points sure while the default search was more
+   than 3% off on 91% of them. This makes a point's budget depend on its
+   batch (``evaluate``'s chunk); ``spread=None`` turns it off.
 
 Program shapes: the default search and the probe are one program each over
 all ``n`` points. Each escalation search runs on the unsure points only,
@@ -66,27 +75,28 @@ and ``K`` for the linearised distance (l_2; every point), plus
 ``gradients_for`` of each escalation search the point got
 (``AdaptiveResult.gradients``).
 
-Measured (``benchmarks/attack_quality.py --only default,adaptive,...``; the
-best known distance per point is the smallest of every attack run; 2-core
-machine shared with a training run):
+Measured (64 uniformly random held-out points, against the smallest
+verified distance of every attack run, a 2,000-gradient ensemble included;
+90th percentile of ``distance / best - 1``; the defaults ``max_searches=2``,
+``spread=0.5``):
 
-* digits MLP ST (32 points, seed 0): l_inf 1.07x the default's gradients,
-  l_2 1.12x, no point escalated, distances equal to the default's (within
-  0.01% of the best known at the 90th percentile); MNIST CNN ST (l_2, 64
-  points): 1.10x, none escalated; digits MLP AT l_inf 0.1 (l_2, 64 points):
-  1.15x, 3% escalated (none of them moved);
-* the l_inf 0.3 AT CNN, l_2 (masked near the data): 64 points of seed 1,
-  against the best of a 2,000-gradient ensemble and every run here: the
-  default 37.2% above the best known at the 90th percentile (8.4% at the
-  median), ``adaptive_distance`` 10.5% (2.8%) at 1.77x the default's
-  gradients, 70% of the points escalated; with ``max_searches=2`` 9.6% at
-  2.24x. 64 points of seed 0 against a 1,000-gradient ensemble: 24.8% ->
-  13.3% at 1.71x, 64% escalated. Issue 35's target there (3% at 2x) is out of
-  reach of these members: even escalating every point, one further search
-  (2.0x) reached 7.9% and two (3.0x) 4.6% on the first sample; the default
-  search is weak on nearly every point of that model (44 of 64 more than 3%
-  above the best known), and a noisy search alone does better (11%) than the
-  default (37%).
+* the l_inf 0.3 AT CNN, l_2 (masked near the data): full MNIST 117.6% (the
+  fixed default) -> 13.0% at 2.8x the default's gradients (every point
+  escalated by the batch rule; 18.7% at 2.05x with ``max_searches=1``;
+  without the batch rule 58.7%); 5k MNIST 35.5% -> 8.0% at 2.5x;
+* the l_inf 0.1 AT CNN (5k), l_2: 8.3% -> 3.9% at 1.5x (36% escalated); the
+  l_2 1.5 AT CNN: 1.87% -> 1.87% at 1.56x (48% escalated by the ratio test,
+  none moved);
+* the ST CNN, l_2: unchanged (0.14%), 1.10x, none escalated; digits MLPs
+  ST and AT l_inf 0.1 (an earlier run, ``max_searches=1``): unchanged,
+  1.07-1.15x, 0-3% escalated.
+
+Issue 35's target on the masked model (3% at 2x) is not met: the default
+search is more than 3% off on 67-91% of its points, and each further
+independent search is itself a lottery over local optima there (one noisy
+224-gradient search alone: 12.8% on the 5k model; the default plus one and
+two noisy searches on every point: 9.0% and 7.0%); ``attacks.ensemble`` at
+2,000 gradients is within 0.2-2.6%.
 
     res = attacks.adaptive.adaptive_distance(logits_fn, x, y, norm="l2", key=key)
     res.distance, res.gradients, res.escalated, res.unsure      # (n,) each
@@ -138,6 +148,14 @@ class AdaptiveConfig:
       settle: stop escalating a point as soon as a search did not improve it
         below ``d / (1 + rtol)`` (True), or give every unsure point all
         ``max_searches`` (False).
+      spread: the batch rule. When at least ``spread_min`` points were
+        escalated and the first escalation search lowered the distance of at
+        least this fraction of them by more than ``rtol``, the search is a
+        lottery on this model (its gradients are masked), and the points the
+        per-point rule judged sure get that search too (then, like the
+        others, more while they still move). None: off (each point's budget
+        then depends on its own key and inputs only).
+      spread_min: the fewest escalated points the batch rule decides on.
     """
 
     rtol: float = 0.03
@@ -145,9 +163,11 @@ class AdaptiveConfig:
     probe_steps: int = 6
     probe_noise: float = 0.2
     linear_ratio: Optional[float] = None
-    max_searches: int = 1
+    max_searches: int = 2
     chunk: int = 32
     settle: bool = True
+    spread: Optional[float] = 0.5
+    spread_min: int = 8
 
     def __post_init__(self):
         if isinstance(self.rtol, bool) or not isinstance(self.rtol, (int, float)) or not 0 < self.rtol < 1:
@@ -162,6 +182,10 @@ class AdaptiveConfig:
         checks.check_positive_int(self.chunk, "chunk")
         if not isinstance(self.settle, bool):
             raise ValueError(f"settle: expected True or False, got {self.settle!r}")
+        sp = self.spread
+        if sp is not None and (isinstance(sp, bool) or not isinstance(sp, (int, float)) or not 0 < sp <= 1):
+            raise ValueError(f"spread: expected None or a fraction in (0, 1], got {sp!r}")
+        checks.check_positive_int(self.spread_min, "spread_min")
 
     def ratio(self, norm: str) -> float:
         """The linearised-distance ratio that makes a point unsure for ``norm`` (inf: off)."""
@@ -403,10 +427,7 @@ def adaptive_distance(
     escalated = np.zeros(n, bool)
     moving = unsure.copy()      # the point's last check moved it (or it is unbroken): worth another search
     # 4. escalation, on the unsure points only, in chunks of a fixed size
-    for j, member in enumerate(members):
-        idx = np.flatnonzero(moving if config.settle else unsure)
-        if idx.size == 0:
-            break
+    def escalate(j, member, idx):
         member_keys = _fold(keys, j + 1)
         for padded, m in _chunks(idx, config.chunk):
             sel = jnp.asarray(padded)
@@ -422,6 +443,19 @@ def adaptive_distance(
                 x_adv[real[closer]] = np.asarray(res.x_adv)[:m][closer]
         gradients[idx] += member.gradients_for(norm, n_classes)
         escalated[idx] = True
+
+    for j, member in enumerate(members):
+        idx = np.flatnonzero(moving if config.settle else unsure)
+        if idx.size == 0:
+            break
+        escalate(j, member, idx)
+        if j == 0 and config.spread is not None and idx.size >= config.spread_min \
+                and np.mean(moving[idx]) >= config.spread:
+            # the batch rule: the first search moved most escalated points; the "sure" ones get it too
+            rest = np.flatnonzero(~escalated & (d0 > 0))
+            if rest.size:
+                escalate(j, member, rest)
+                unsure[rest] = True
     return AdaptiveResult(jnp.asarray(dist), jnp.asarray(x_adv), jnp.asarray(np.isfinite(dist)),
                           jnp.asarray(gradients.astype(np.int32)), jnp.asarray(escalated),
                           jnp.asarray(moving & (dist > 0)))

@@ -249,6 +249,7 @@ def cmd_curves(args) -> int:
         search_steps=args.search_steps, steps=args.steps, restarts=args.restarts, polish_steps=args.polish_steps,
         gradients=args.gradients, ensemble=args.ensemble, cw=not args.no_cw,
         cw_binary_search_steps=args.cw_binary_search_steps, cw_steps=args.cw_steps, cw_lr=args.cw_lr,
+        adaptive=False if args.no_adaptive else None,
     )
     try:  # the attack budget is checked where it is defined (runner.DistanceConfig), before any loading
         for norm in norms:
@@ -529,6 +530,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--polish-steps", type=int, default=None,
                    help="FMN steps from the best adversarial after the search (default 54 for l_inf, 46 for l_2 "
                         "on >= 4 classes, else 0)")
+    p.add_argument("--no-adaptive", action="store_true",
+                   help="one fixed-budget search per point instead of the adaptive default (which adds a cheap "
+                        "probe and more searches only where a point's distance is in doubt); implied by "
+                        "--gradients, --ensemble and the schedule options")
     p.add_argument("--no-cw", action="store_true", help="l2: skip Carlini-Wagner")
     p.add_argument("--cw-binary-search-steps", type=int, default=5, help="CW constant search rounds (default 5)")
     p.add_argument("--cw-steps", type=int, default=50, help="CW Adam steps per round (default 50)")

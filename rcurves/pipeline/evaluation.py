@@ -56,7 +56,11 @@ class AttackSettings:
     spend that budget (default 1,000) in ``attacks.ensemble``'s default
     members instead (independent searches and FMN from 600 gradients).
     ``cw``: for l_2 also run Carlini-Wagner and keep the smaller verified
-    distance per point.
+    distance per point. ``adaptive``: None (default) measures with
+    ``attacks.adaptive_distance`` (the default search, a cheap probe, and more
+    independent searches only where a point's distance is in doubt) unless a
+    schedule, a budget or ``ensemble`` is given; False: one fixed-budget
+    search per point (the earlier default); see ``runner.DistanceConfig``.
     """
 
     search_steps: Optional[int] = None
@@ -69,6 +73,7 @@ class AttackSettings:
     cw_binary_search_steps: int = 5
     cw_steps: int = 50
     cw_lr: float = 0.1
+    adaptive: Optional[bool] = None
 
     def distance_config(self, norm: str, bounds, eps_max: Optional[float] = None):
         from rcurves.pipeline.runner import DistanceConfig
@@ -77,7 +82,7 @@ class AttackSettings:
             norm=norm, search_steps=self.search_steps, steps=self.steps, restarts=self.restarts,
             polish_steps=self.polish_steps, gradients=self.gradients, ensemble=self.ensemble, eps_max=eps_max,
             cw=self.cw and norm == "l2", cw_binary_search_steps=self.cw_binary_search_steps,
-            cw_steps=self.cw_steps, cw_lr=self.cw_lr, bounds=bounds,
+            cw_steps=self.cw_steps, cw_lr=self.cw_lr, bounds=bounds, adaptive=self.adaptive,
         )
 
 

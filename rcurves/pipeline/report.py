@@ -136,6 +136,15 @@ def build_report(
             if any(w.any() for _, w in wins):
                 lines.append(f"{norm}: another norm's verified adversarial was closer than the {norm} attacks' on "
                              + ", ".join(f"{m} {w.mean():.1%}" for m, w in wins) + " of the points (kept)")
+    for norm in norms:
+        spent = {m: distances[m][norm] for m in labels if "gradients" in distances[m][norm]}
+        if spent:
+            doc.setdefault("attack_budget", {})[norm] = {
+                m: {"mean_gradients": float(np.mean(r["gradients"])),
+                    "escalated_fraction": float(np.mean(np.asarray(r["escalated"]) > 0))} for m, r in spent.items()}
+            lines.append(f"{norm}: adaptive attack: " + ", ".join(
+                f"{m} {v['escalated_fraction']:.0%} of the points escalated, {v['mean_gradients']:.0f} gradients/point"
+                for m, v in doc["attack_budget"][norm].items()))
     lines.append("Median distance (inf = no adversarial found for at least half the points):")
     for norm in norms:
         meds = "  ".join(f"{m}={np.median(np.asarray(distances[m][norm]['distance'])):.4g}" for m in labels)

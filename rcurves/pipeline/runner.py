@@ -120,6 +120,15 @@ class DistanceConfig:
       cw: also run Carlini-Wagner (l_2 only) and keep the smaller distance.
       cw_binary_search_steps, cw_steps, cw_lr: of ``attacks.carlini_wagner_l2``.
       bounds: input box.
+      adaptive: measure with ``attacks.adaptive_distance`` (the default
+        search, a cheap probe on every point, and further independent
+        searches only on the points judged unsure; issue 35) instead of one
+        fixed-budget search. None (default): adaptive unless a schedule
+        (``search_steps``/``steps``/``restarts``/``polish_steps``), a budget
+        (``gradients``), ``candidates`` or ``ensemble`` is given, which fix the
+        budget; True with any of those is a ``ValueError``; False: the fixed
+        default search (``attacks.minimal_distance``). Resolved to a bool when
+        constructed.
     """
 
     norm: str = "linf"
@@ -136,9 +145,12 @@ class DistanceConfig:
     cw_steps: int = 50
     cw_lr: float = 0.1
     bounds: Optional[Tuple[float, float]] = (0.0, 1.0)
+    adaptive: Optional[bool] = None
 
     def __post_init__(self):
         object.__setattr__(self, "norm", checks.check_norm(self.norm))
+        if self.adaptive is not None and not isinstance(self.adaptive, bool):
+            raise ValueError(f"adaptive: expected None, True or False, got {self.adaptive!r}")
         if self.cw and self.norm != "l2":
             raise ValueError(f"cw: Carlini-Wagner measures l2 distances, not {self.norm}")
         for name in ("steps", "restarts", "gradients", "candidates", "cw_binary_search_steps", "cw_steps"):
@@ -157,6 +169,12 @@ class DistanceConfig:
         if self.eps_max is not None:
             object.__setattr__(self, "eps_max", checks.check_positive_float(self.eps_max, "eps_max"))
         object.__setattr__(self, "bounds", checks.check_bounds(self.bounds))
+        fixing = given + (["gradients"] if self.gradients is not None else []) \
+            + (["candidates"] if self.candidates != 1 else []) + (["ensemble"] if self.ensemble else [])
+        if self.adaptive and fixing:
+            raise ValueError(f"adaptive: the adaptive attack spends its own budget per point; it cannot be combined "
+                             f"with {', '.join(fixing)} (give adaptive=False or drop them)")
+        object.__setattr__(self, "adaptive", not fixing if self.adaptive is None else self.adaptive)
 
     def to_dict(self) -> Dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -179,8 +197,12 @@ def _adversarial_norms(x, res) -> Dict[str, np.ndarray]:
 
 
 def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
-    """Per-chunk ``fn(x, y, keys) -> {'distance', 'pgd'[, 'cw'], 'adv_linf', 'adv_l2', 'adv_l1'}`` (numpy
-    ``(n,)`` each).
+    """Per-chunk ``fn(x, y, keys) -> {'distance', 'pgd'[, 'cw'], 'adv_linf', 'adv_l2', 'adv_l1'[, 'gradients',
+    'escalated']}`` (numpy ``(n,)`` each).
+
+    With ``cfg.adaptive`` (the default), ``'pgd'`` is ``attacks.adaptive_distance``'s
+    distance and ``'gradients'`` / ``'escalated'`` say per point what it spent
+    (gradient evaluations, CW's not counted) and whether it got more searches.
 
     ``keys`` is ``(n, 2)``, one key per point. ``'pgd'`` is the radius-search
     distance, ``'cw'`` the Carlini-Wagner one (when ``cfg.cw``), and
@@ -196,7 +218,12 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
 
     def fn(x, y, keys):
         out = {}
-        if cfg.ensemble:
+        if cfg.adaptive:
+            res = attacks.adaptive_distance(logits_fn, x, y, norm=cfg.norm, key=keys, eps_max=cfg.eps_max,
+                                            bounds=cfg.bounds)
+            out["gradients"] = to_host(res.gradients).astype(np.float64)
+            out["escalated"] = to_host(res.escalated).astype(np.float64)
+        elif cfg.ensemble:
             res = attacks.ensemble(
                 logits_fn, x, y, norm=cfg.norm, key=keys, eps_max=cfg.eps_max, bounds=cfg.bounds,
                 attacks=attacks.default_attacks(cfg.norm, cfg.gradients or 1000, _n_classes(logits_fn, x)))

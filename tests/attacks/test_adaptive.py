@@ -160,6 +160,34 @@ def test_same_key_same_result_and_padded_chunks_do_not_recompile(masked_run):
     np.testing.assert_array_equal(np.asarray(other.distance)[3:], np.asarray(first.distance)[3:])
 
 
+def test_the_batch_rule_escalates_the_sure_points_of_a_masked_batch():
+    """Six masked points (the nearer adversarials past the threshold) and six whose nearest adversarial is a
+    short linear step (the default search is exact there: judged sure). The first escalation search moves the
+    masked ones, so with the batch rule (``spread``) the sure points get it too: flagged escalated, charged
+    for it, never farther; without it they keep the default search's result and cost."""
+    f, x_m, y_m = _masked()
+    _, V, b = _model(np.zeros((K, D_THR), np.float32))
+    x_s = _points()
+    v1 = V[1] / np.dot(V[1], V[1])
+    x_s[:, D_THR:] = 0.5 + 0.97 * v1                    # class 1's logit 0.97 against class 0's 1: a short step
+    x = np.concatenate([x_m, x_s]).astype(np.float32)
+    y = np.asarray(jnp.argmax(f(x), -1)).astype(np.int32)
+    assert np.all(y == 0) and x.min() >= 0 and x.max() <= 1
+    cfg = AdaptiveConfig(max_searches=2, chunk=4, spread=None)
+    alone = adaptive_distance(f, x, y, norm="l2", key=KEY, config=cfg)
+    both = adaptive_distance(f, x, y, norm="l2", key=KEY, config=AdaptiveConfig(max_searches=2, chunk=4,
+                                                                                spread=0.5, spread_min=2))
+    esc_alone, esc_both = np.asarray(alone.escalated), np.asarray(both.escalated)
+    assert esc_alone[:N].all() and not esc_alone[N:].any()          # the per-point rule: masked ones only
+    assert esc_both.all()                                            # the batch rule: everyone
+    d_alone, d_both = np.asarray(alone.distance), np.asarray(both.distance)
+    assert np.all(d_both <= d_alone)
+    np.testing.assert_array_equal(d_both[:N], d_alone[:N])          # the masked points: the same searches
+    first = escalation_members("l2", K, 1)[0].gradients_for("l2", K)
+    assert np.all(np.asarray(both.gradients)[N:] >= np.asarray(alone.gradients)[N:] + first)
+    _recheck(f, x, y, both)
+
+
 def test_bad_input_raises_before_compilation():
     traced = []
 
@@ -186,6 +214,10 @@ def test_bad_input_raises_before_compilation():
         AdaptiveConfig(linear_ratio=0.9)
     with pytest.raises(ValueError, match="probe_steps"):
         AdaptiveConfig(probe_steps=1)
+    with pytest.raises(ValueError, match="spread"):
+        AdaptiveConfig(spread=1.5)
+    with pytest.raises(ValueError, match="spread_min"):
+        AdaptiveConfig(spread_min=0)
     with pytest.raises(ValueError, match="eps_max"):
         adaptive_distance(f, x, y, norm="l2", key=KEY, bounds=None)
     with pytest.raises(ValueError, match="upper"):

@@ -114,6 +114,33 @@ def test_a_second_evaluation_reuses_the_saved_runs(problem, ev):
     assert os.stat(path).st_mtime_ns != before                       # other settings: recomputed
 
 
+def test_the_default_attack_is_adaptive_and_says_what_it_spent(problem, tmp_path):
+    """``AttackSettings()`` measures with ``attacks.adaptive_distance``: per point the gradients spent and
+    whether it was escalated are kept, saved and printed. On a linear model (000 Lemma 1: the first search
+    is exact) no point is escalated, the distances are the exact ones, and the probe costs at most 15% more
+    gradients than the fixed default search."""
+    from attacks.minimal import search_config, search_gradients
+
+    W, b, x, y = problem
+    e = evaluate({"lin": multiclass_linear(W, b)}, (x, y), norms=("l2",), attack=AttackSettings(cw=False),
+                 bounds=None, eps_max={"l2": 20.0}, out_dir=str(tmp_path), progress=False)
+    r = e.distances["lin"]["l2"]
+    assert not np.any(r["escalated"])
+    fixed = search_gradients(search_config("l2", 4), 4)
+    assert np.all(r["gradients"] >= fixed) and np.mean(r["gradients"]) <= 1.15 * fixed
+    exact = exact_multiclass(W, b, x, y, "l2")
+    assert np.all(e.distance("lin", "l2") >= exact * (1 - 1e-5))
+    np.testing.assert_allclose(e.distance("lin", "l2")[4:], exact[4:], rtol=2e-3)
+    doc, table = e.report()
+    budget = doc["attack_budget"]["l2"]["lin"]
+    assert budget["escalated_fraction"] == 0.0 and budget["mean_gradients"] == pytest.approx(np.mean(r["gradients"]))
+    assert "adaptive attack: lin 0% of the points escalated" in table
+    e.save(str(tmp_path / "saved"))
+    back = Evaluation.load(str(tmp_path / "saved"))
+    np.testing.assert_array_equal(back.distances["lin"]["l2"]["gradients"], r["gradients"])
+    assert e.settings["attack"]["adaptive"] is None             # the settings record the request as given
+
+
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(norms=("l3",)), "norm"),
     (dict(thresholds={"linf": [-1.0]}), "thresholds"),

@@ -201,6 +201,20 @@ def test_distance_config_validation():
         DistanceConfig(ensemble=True, restarts=2)
 
 
+def test_the_adaptive_attack_is_the_default_unless_a_budget_is_fixed():
+    """``adaptive=None`` resolves when constructed: adaptive for the default schedule, fixed as soon as a
+    schedule, a budget, candidates or the ensemble is given; asking for both is a ValueError naming it."""
+    assert DistanceConfig().adaptive is True and DistanceConfig(norm="l2", cw=True).adaptive is True
+    for kw in (dict(steps=5), dict(gradients=100), dict(ensemble=True), dict(candidates=2), dict(polish_steps=0)):
+        assert DistanceConfig(**kw).adaptive is False, kw
+        with pytest.raises(ValueError, match="adaptive: .*cannot be combined"):
+            DistanceConfig(adaptive=True, **kw)
+    assert DistanceConfig(adaptive=False).adaptive is False
+    assert DistanceConfig().to_dict()["adaptive"] is True       # part of a run's manifest: caches follow it
+    with pytest.raises(ValueError, match="adaptive"):
+        DistanceConfig(adaptive="yes")
+
+
 def test_ensemble_distances_in_a_run(tmp_path):
     """``ensemble=True``: each chunk's distances are ``attacks.ensemble``'s
     with the default members for the budget and the points' own keys; every
