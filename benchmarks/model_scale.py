@@ -21,6 +21,11 @@ what the weights learned), with its parameters as data (a pytree callable,
   exact and independent of the machine's load. It grows with the chunk, not
   with the data set: ``runner.run_chunked`` feeds any ``n`` through programs
   of one chunk size;
+* ``mb_per_point`` and ``auto_chunk``: the slope of the search program's
+  memory (temporaries + arguments + outputs) per point of a chunk, and the
+  chunk ``evaluate(..., chunk_size="auto")`` would choose for a budget of
+  ``--budget-mb`` (``rcurves.pipeline.memory.auto_chunk_size``: the largest
+  chunk up to 100 whose memory, with its safety factor, fits);
 * for the ResNets also with ``RCURVES_CONV_REWRITE=0``: the attacks compute
   ``lax.conv`` as patch matrices inside their loops on XLA:CPU
   (``attacks.xla.loop_model``), which holds ``kh kw`` = 9 times each
@@ -93,7 +98,7 @@ def temp_mb(f, x, y, key) -> float:
     return float(ma.temp_size_in_bytes) / 2 ** 20 if ma is not None else float("nan")
 
 
-def bench(name, cfg, n, chunks, repeats, key, conv_rewrite=True):
+def bench(name, cfg, n, chunks, repeats, key, conv_rewrite=True, budget_mb=1024):
     os.environ["RCURVES_CONV_REWRITE"] = "1" if conv_rewrite else "0"
     p1 = init_params(cfg, jax.random.PRNGKey(1))
     p2 = init_params(cfg, jax.random.PRNGKey(2))
@@ -123,6 +128,10 @@ def bench(name, cfg, n, chunks, repeats, key, conv_rewrite=True):
         xc = _points(cfg, c, seed=1)
         yc = jnp.argmax(f2(xc), 1).astype(jnp.int32)
         row[f"temp_mb@{c}"] = temp_mb(f2, xc, yc, key)
+    from rcurves.pipeline.memory import auto_chunk_size
+
+    choice = auto_chunk_size(f2, cfg.input_shape, "linf", budget_bytes=int(budget_mb * 2 ** 20))
+    row.update(mb_per_point=choice.per_point_bytes / 2 ** 20, auto_chunk=choice.chunk, auto_fits=choice.fits)
     return row
 
 
@@ -146,6 +155,7 @@ def main(argv=None):
     p = C.parser("model_scale", __doc__, n=32)
     p.add_argument("--chunks", default="8,32", help="chunk sizes of the memory column")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--budget-mb", type=float, default=1024.0, help="memory budget of the auto_chunk column")
     p.add_argument("--only", default=None, help="comma-separated row names")
     args = p.parse_args(argv)
     archs = QUICK if args.quick else ARCHS
@@ -156,18 +166,20 @@ def main(argv=None):
     key = jax.random.PRNGKey(args.seed)
     rows = []
     out = {"benchmark": "model_scale", "machine": C.machine_info(), "config": {"n": n, "chunks": chunks,
-                                                                                "repeats": args.repeats}}
+                                                                                "repeats": args.repeats,
+                                                                                "budget_mb": args.budget_mb}}
     for name, cfg in archs.items():
         variants = (True, False) if cfg.arch == "resnet" else (True,)
         for rewrite in variants:
             print(f"{name}{'' if rewrite else ' [no conv rewrite]'} ...", flush=True)
-            rows.append(bench(name, cfg, n, chunks, args.repeats, key, conv_rewrite=rewrite))
+            rows.append(bench(name, cfg, n, chunks, args.repeats, key, conv_rewrite=rewrite,
+                              budget_mb=args.budget_mb))
             out["rows"] = rows
             C.write_json(args.out, out)
             jax.clear_caches()
     os.environ.pop("RCURVES_CONV_REWRITE", None)
     cols = ["model", "params", "first_s", "second_ckpt_s", "warm_s", "second_over_warm", "compiles_second",
-            "x_floor"] + [f"temp_mb@{c}" for c in chunks]
+            "x_floor"] + [f"temp_mb@{c}" for c in chunks] + ["mb_per_point", "auto_chunk"]
     C.print_table(rows, cols, title=f"default l_inf search on {n} points (random weights)")
     out["targets"] = [{"model": r["model"], "second_within_10%": r["second_over_warm"] <= TARGET_SECOND,
                        "no_recompilation": r["compiles_second"] == 0, "x_floor<=1.15": r["x_floor"] <= TARGET_RATIO}

@@ -111,6 +111,18 @@ def _parse_eps_max(items: Optional[Sequence[str]], norms: Sequence[str], bounds)
     return out
 
 
+def _parse_chunk_size(text: str):
+    if text == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}")
+    return value
+
+
 def _parse_bounds(text: Optional[str]) -> Optional[Tuple[float, float]]:
     if text is None or text.lower() == "none":
         return None
@@ -243,8 +255,6 @@ def cmd_curves(args) -> int:
     eps_max = _parse_eps_max(args.eps_max, norms, bounds)
     if args.labels and len(args.labels) != len(args.model):
         raise UserError(f"--label: got {len(args.labels)} labels for {len(args.model)} models")
-    if args.chunk_size < 1:
-        raise UserError("--chunk-size: expected a positive integer")
     attack = AttackSettings(
         search_steps=args.search_steps, steps=args.steps, restarts=args.restarts, polish_steps=args.polish_steps,
         gradients=args.gradients, ensemble=args.ensemble, cw=not args.no_cw,
@@ -397,6 +407,8 @@ def cmd_sparsity(args) -> int:
         raise UserError("--norm: adversarial sparsity is defined for exactly one of l2, linf")
     if args.eps <= 0:
         raise UserError(f"--eps: expected a positive radius, got {args.eps}")
+    if args.chunk_size == "auto":
+        raise UserError("--chunk-size: 'auto' is for curves; give the sparsity run a number of points")
     data = load_data(args.data, args.split, n=args.n, seed=args.seed)
     model = load_model(args.model, args.label)
     check_model_on_data(model, data)
@@ -453,7 +465,9 @@ def _common(p: argparse.ArgumentParser, *, resume: bool = True, devices: bool = 
     if resume:
         p.add_argument("--resume", action="store_true",
                        help="reuse the finished chunks of an interrupted run in --out (same settings and data)")
-        p.add_argument("--chunk-size", type=int, default=100, help="points per saved chunk (default 100)")
+        p.add_argument("--chunk-size", type=_parse_chunk_size, default=100, metavar="N|auto",
+                       help="points per saved chunk (default 100); curves: 'auto' takes per model and norm the "
+                            "largest chunk (<= 100) whose attack program fits half the free memory")
 
 
 def build_parser() -> argparse.ArgumentParser:

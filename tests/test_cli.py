@@ -402,6 +402,15 @@ def test_usage_errors_are_one_line(capsys):
     assert e.value.code == 2
 
 
+def test_chunk_size_is_a_positive_number_or_auto(capsys):
+    for bad in ("0", "many"):
+        with pytest.raises(SystemExit) as e:
+            main(["curves", "--model", "m", "--data", "digits", "--out", "o", "--chunk-size", bad])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--chunk-size" in err[0] and "auto" in err[0]
+
+
 @pytest.mark.parametrize("cmd,option", [("demo", "--quick"), ("curves", "--resume"), ("train", "--method"),
                                         ("curves", "--devices"), ("sparsity", "--devices"), ("demo", "--devices"),
                                         ("sparsity", "--directions"), ("interclass", "--norm")])

@@ -236,7 +236,7 @@ def compute_distances(
     out_dir: str,
     bounds,
     seed: int = 0,
-    chunk_size: int = 100,
+    chunk_size: Union[int, str] = 100,
     resume: bool = True,
     on_mismatch: str = "restart",
     progress: bool = True,
@@ -268,10 +268,15 @@ def compute_distances(
             run_dir = os.path.join(out_dir, "runs", f"{_safe_name(label)}__{norm}")
             config = {"model": m.identity, "distance": cfg.to_dict(), "attacks_code": attacks_fingerprint(),
                       "outputs": "adversarial norms"}
+            chunk = chunk_size
+            if chunk == "auto":   # the largest chunk (<= 100) whose search program fits half the free memory
+                from rcurves.pipeline.memory import auto_chunk_size
+
+                chunk = auto_chunk_size(m.logits_fn, data.x.shape[1:], norm, bounds=bounds).chunk
             out[label][norm] = run_chunked(
                 make_distance_fn(m.logits_fn, cfg), data.x, data.y,
                 key=jax.random.PRNGKey(seed), out_dir=run_dir, config=config,
-                chunk_size=min(chunk_size, data.x.shape[0]), resume=resume, on_mismatch=on_mismatch,
+                chunk_size=min(chunk, data.x.shape[0]), resume=resume, on_mismatch=on_mismatch,
                 progress=progress, desc=f"{label} {norm}", devices=None if devices == 1 else devices,
             )
         adv = {norm: {q: out[label][norm].pop(f"adv_{q}") for q in CROSS_NORMS} for norm in norms}
@@ -298,7 +303,7 @@ def evaluate(
     out_dir: Optional[str] = None,
     resume: bool = True,
     on_mismatch: str = "restart",
-    chunk_size: int = 100,
+    chunk_size: Union[int, str] = 100,
     devices: int = 1,
     progress: bool = True,
 ) -> Evaluation:
@@ -324,7 +329,10 @@ def evaluate(
       resume: reuse finished chunks of matching runs in ``out_dir``.
       on_mismatch: a run in ``out_dir`` made with other settings: ``'restart'``
         it or ``'error'``.
-      chunk_size: points per saved chunk.
+      chunk_size: points per saved chunk, or ``'auto'``: per model and norm the
+        largest chunk (at most 100) whose attack program fits half the memory
+        available now, from XLA's memory analysis of the compiled search
+        (``rcurves.pipeline.memory``; two extra compilations per model and norm).
       devices: local devices to spread chunks over.
       progress: tqdm bars.
 
@@ -340,7 +348,8 @@ def evaluate(
     bounds = checks.check_bounds(bounds)
     if bounds is None and any(n_ not in (eps_max or {}) for n_ in norms):
         raise ValueError("eps_max: unbounded inputs (bounds=None) need a search range per norm")
-    checks.check_positive_int(chunk_size, "chunk_size")
+    if chunk_size != "auto":
+        checks.check_positive_int(chunk_size, "chunk_size")
     attack = attack or AttackSettings()
     ds = as_data(data, n=n, seed=seed)
     if bounds is not None and ds.x.size and (ds.x.min() < bounds[0] or ds.x.max() > bounds[1]):

@@ -1,0 +1,132 @@
+"""Chunks that fit in memory: ``chunk_size="auto"`` from XLA's own memory analysis of the attack program.
+
+A chunk of ``n`` points runs through compiled programs whose buffers grow
+linearly in ``n``: the inputs and outputs, and the temporaries of the
+attack's loops (on XLA:CPU the convolutions-as-patches rewrite of
+``attacks.xla.loop_model`` holds ``kh * kw`` copies of each convolution's
+input). :func:`program_bytes` compiles the default radius search
+(``attacks.minimal._minimal_jit``, the largest of the default attack's
+programs: the adaptive attack's probe and escalation chunks and CW hold
+fewer lanes) for a given ``n`` without running it and reads
+``compiled.memory_analysis()``: temporaries + arguments + outputs, in bytes,
+exact for that program and independent of the machine's load.
+
+:func:`auto_chunk_size` measures it at two chunk sizes (``PROBE_SIZES``),
+fits ``bytes(n) = fixed + per_point * n`` and takes the largest ``n`` (at
+most ``max_chunk``) whose ``SAFETY * bytes(n)`` fits the budget: by default
+``DEFAULT_FRACTION`` of the memory available now (:func:`available_bytes`:
+the free memory of the first device where the runtime reports it, else the
+host's ``MemAvailable``). It costs two compilations of the search program
+(seconds on a CNN), so it is opt-in: ``evaluate(..., chunk_size="auto")``,
+``rcurves curves --chunk-size auto``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+#: share of the available memory ``chunk_size="auto"`` plans for by default
+DEFAULT_FRACTION = 0.5
+#: the chunk sizes the linear fit is measured at
+PROBE_SIZES = (1, 8)
+#: headroom over the search program's own accounting (the runtime's buffers, the host copies of a chunk)
+SAFETY = 1.25
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkChoice:
+    """What ``auto_chunk_size`` chose and why (bytes).
+
+    Attributes:
+      chunk: points per chunk (``1 <= chunk <= max_chunk``).
+      fixed_bytes, per_point_bytes: the fit ``bytes(n) = fixed + per_point * n``.
+      budget_bytes: the memory planned for.
+      fits: whether ``SAFETY * bytes(chunk) <= budget`` (False only when even one point does not fit:
+        the chunk is then 1, and the run may still fail for lack of memory).
+    """
+
+    chunk: int
+    fixed_bytes: int
+    per_point_bytes: int
+    budget_bytes: int
+    fits: bool
+
+    def bytes_for(self, n: int) -> int:
+        return int(self.fixed_bytes + self.per_point_bytes * n)
+
+
+def available_bytes() -> int:
+    """Memory available now, in bytes: the first device's free memory where the runtime reports it (GPU,
+    TPU: ``bytes_limit - bytes_in_use``), else the host's (``MemAvailable`` of ``/proc/meminfo``, else the
+    physical memory by ``os.sysconf``)."""
+    dev = jax.devices()[0]
+    stats = None
+    try:
+        stats = dev.memory_stats()
+    except Exception:  # noqa: BLE001 - CPU backends may not implement it
+        stats = None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def program_bytes(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str, n: int, *,
+                  bounds=(0.0, 1.0), n_classes: Optional[int] = None) -> int:
+    """Bytes of the default ``norm`` radius search compiled for a chunk of ``n`` points of ``input_shape``
+    (XLA's ``memory_analysis``: temporaries + arguments + outputs). Compiles, does not run."""
+    from attacks import checks
+    from attacks.minimal import _minimal_jit, search_config
+
+    norm = checks.check_norm(norm)
+    n = checks.check_positive_int(n, "n")
+    shape = tuple(int(s) for s in input_shape)
+    x = jax.ShapeDtypeStruct((n,) + shape, jnp.float32)
+    if n_classes is None:
+        n_classes = int(jax.eval_shape(logits_fn, jax.ShapeDtypeStruct((1,) + shape, jnp.float32)).shape[-1])
+    cfg = search_config(norm, n_classes)
+    lowered = _minimal_jit.lower(logits_fn, x, jax.ShapeDtypeStruct((n,), jnp.int32),
+                                 jax.ShapeDtypeStruct((n, 2), jnp.uint32), jax.ShapeDtypeStruct((n,), jnp.float32),
+                                 cfg=cfg, bounds=checks.check_bounds(bounds))
+    ma = lowered.compile().memory_analysis()
+    if ma is None:
+        raise RuntimeError("program_bytes: this backend reports no memory analysis")
+    return int(ma.temp_size_in_bytes + ma.argument_size_in_bytes + ma.output_size_in_bytes)
+
+
+def auto_chunk_size(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str, *, bounds=(0.0, 1.0),
+                    budget_bytes: Optional[int] = None, fraction: float = DEFAULT_FRACTION,
+                    max_chunk: int = 100) -> ChunkChoice:
+    """The largest chunk (``<= max_chunk``) whose attack programs fit ``budget_bytes`` (default ``fraction``
+    of :func:`available_bytes`), from the search program's memory at ``PROBE_SIZES`` points."""
+    from attacks import checks
+
+    if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
+        raise ValueError(f"fraction: expected a number in (0, 1], got {fraction!r}")
+    max_chunk = checks.check_positive_int(max_chunk, "max_chunk")
+    if budget_bytes is None:
+        budget_bytes = int(fraction * available_bytes())
+    budget_bytes = checks.check_positive_int(int(budget_bytes), "budget_bytes")
+    a, b = PROBE_SIZES
+    ba = program_bytes(logits_fn, input_shape, norm, a, bounds=bounds)
+    bb = program_bytes(logits_fn, input_shape, norm, b, bounds=bounds)
+    per_point = max(1, int(np.ceil((bb - ba) / (b - a))))
+    fixed = max(0, ba - per_point * a)
+    room = budget_bytes / SAFETY - fixed
+    chunk = int(min(max_chunk, max(1, np.floor(room / per_point))))
+    return ChunkChoice(chunk, fixed, per_point, budget_bytes, bool(SAFETY * (fixed + per_point * chunk) <= budget_bytes))
+
+
+__all__ = ["ChunkChoice", "DEFAULT_FRACTION", "PROBE_SIZES", "SAFETY", "auto_chunk_size", "available_bytes",
+           "program_bytes"]
