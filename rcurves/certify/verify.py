@@ -385,7 +385,7 @@ def _search(fn, lo, hi, sel, shape, seed, ensemble: bool):
 def _branch_and_bound(rnet: Network, deadline: float, budget: int, **kw):
     """Branch and bound of ``rnet`` (a :func:`box_network`) on its unit ball, label 0, until the ``deadline``
     (a ``time.perf_counter`` value) or ``budget`` subdomains: a ``certify.bab.SearchResult``. ``kw``: more
-    settings of ``certify.bab.bab_config`` (``branching``, ``candidates``; default the module's)."""
+    settings of ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``; default the module's)."""
     from rcurves.certify.bab import SearchResult, bab_config, bab_search
     from rcurves.certify.bounds import BoundConfig
 

@@ -127,6 +127,34 @@ def test_fsb_needs_fewer_subdomains_than_babsr():
     assert sum(v["fsb"] for v in both) < sum(v["babsr"] for v in both), both
 
 
+@pytest.mark.slow
+def test_recomputing_only_the_root_unstable_units_changes_no_verdict():
+    """``recompute='unstable'`` recomputes per subdomain only the units unstable at the root: a stable unit's
+    relaxation is exact whatever its bounds, so the margin bounds, the splits and the verdicts are those of
+    recomputing every unit ('all'), and both stay below the grid's minimum margin."""
+    net = _random_mlp([2, 24, 24, 24, 3], 4)
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
+    prep = cb.prepare(net, bc)
+    seen = 0
+    for i, (x, y, eps, m) in enumerate(_balls(net, 3, (0.95, 1.03), 1)):
+        res = {r: bab.bab_search(net, x, y, eps, bab.bab_config(bc, 512, steps=10, recompute=r))
+               for r in ("unstable", "all")}
+        for r, v in res.items():
+            assert v.lower <= m + 1e-4 * (1 + abs(m)) and (not v.verified or m > 0), (r, i, v, m)
+        a, b = res["unstable"], res["all"]
+        assert (a.verified, a.reason, a.bounded) == (b.verified, b.reason, b.bounded), (i, a, b)
+        assert a.lower == pytest.approx(b.lower, rel=1e-4, abs=1e-5)
+        seen += a.bounded > 1
+        root = bab._root(prep, jnp.asarray(x), jnp.int32(y), jnp.float32(eps), bab.bab_config(bc, 512))
+        rows = bab._unstable_rows(prep, root)
+        assert rows[0] is None
+        for (l, u), r in zip(root.bounds[1:], rows[1:]):
+            unstable = np.flatnonzero(((np.asarray(l) < 0) & (np.asarray(u) > 0)).reshape(-1))
+            assert set(np.asarray(r)) == set(unstable) or unstable.size == 0
+            assert np.asarray(r).size < 2 * max(unstable.size, 1) and np.asarray(r).size <= l.size
+    assert seen >= 1                                                        # a search that split
+
+
 def test_the_host_frontier_grows_and_hands_out_its_lowest_subdomains():
     def rows(lb):
         lb = np.asarray(lb, np.float32)
