@@ -111,16 +111,22 @@ def _parse_eps_max(items: Optional[Sequence[str]], norms: Sequence[str], bounds)
     return out
 
 
-def _parse_chunk_size(text: str):
-    if text == "auto":
-        return "auto"
+def _positive_int_or(text: str, word: str):
+    """``text`` as a positive int, or ``word`` itself (case-insensitive); else an argparse error naming both."""
+    text = str(text).strip()
+    if text.lower() == word:
+        return word
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}") from None
+        value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer or '{word}', got {text!r}")
     return value
+
+
+def _parse_chunk_size(text: str):
+    return _positive_int_or(text, "auto")
 
 
 def _parse_bounds(text: Optional[str]) -> Optional[Tuple[float, float]]:
@@ -137,18 +143,11 @@ def _parse_bounds(text: Optional[str]) -> Optional[Tuple[float, float]]:
 
 def _parse_devices(text: str) -> int:
     """``--devices N|all``: a number of local devices, checked before anything is compiled."""
-    text = str(text).strip()
-    if text.lower() != "all":
-        try:
-            k = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {text!r}") from None
-        if k < 1:
-            raise argparse.ArgumentTypeError(f"expected a positive integer or 'all', got {text!r}")
+    k = _positive_int_or(text, "all")
     import jax
 
     avail = len(jax.local_devices())
-    if text.lower() == "all":
+    if k == "all":
         return avail
     if k > avail:
         raise argparse.ArgumentTypeError(

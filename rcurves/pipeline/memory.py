@@ -94,7 +94,9 @@ def program_bytes(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str, 
     shape = tuple(int(s) for s in input_shape)
     x = jax.ShapeDtypeStruct((n,) + shape, jnp.float32)
     if n_classes is None:
-        n_classes = int(jax.eval_shape(logits_fn, jax.ShapeDtypeStruct((1,) + shape, jnp.float32)).shape[-1])
+        from rcurves.pipeline.runner import _n_classes
+
+        n_classes = _n_classes(logits_fn, jax.ShapeDtypeStruct((1,) + shape, jnp.float32))
     cfg = search_config(norm, n_classes)
     lowered = _minimal_jit.lower(logits_fn, x, jax.ShapeDtypeStruct((n,), jnp.int32),
                                  jax.ShapeDtypeStruct((n, 2), jnp.uint32), jax.ShapeDtypeStruct((n,), jnp.float32),

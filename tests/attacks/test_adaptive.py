@@ -202,22 +202,10 @@ def test_bad_input_raises_before_compilation():
     with pytest.raises(ValueError, match="config"):
         adaptive_distance(f, x, y, norm="l2", key=KEY, config={"max_searches": 2})
     assert traced == []                    # refused before the model was even traced
-    with pytest.raises(ValueError, match="max_searches"):
-        AdaptiveConfig(max_searches=-1)
-    with pytest.raises(ValueError, match="max_searches"):
-        AdaptiveConfig(max_searches=1.5)
-    with pytest.raises(ValueError, match="chunk"):
-        AdaptiveConfig(chunk=0)
-    with pytest.raises(ValueError, match="rtol"):
-        AdaptiveConfig(rtol=1.5)
-    with pytest.raises(ValueError, match="linear_ratio"):
-        AdaptiveConfig(linear_ratio=0.9)
-    with pytest.raises(ValueError, match="probe_steps"):
-        AdaptiveConfig(probe_steps=1)
-    with pytest.raises(ValueError, match="spread"):
-        AdaptiveConfig(spread=1.5)
-    with pytest.raises(ValueError, match="spread_min"):
-        AdaptiveConfig(spread_min=0)
+    for name, bad in (("max_searches", -1), ("max_searches", 1.5), ("chunk", 0), ("rtol", 1.5),
+                      ("linear_ratio", 0.9), ("probe_steps", 1), ("spread", 1.5), ("spread_min", 0)):
+        with pytest.raises(ValueError, match=name):
+            AdaptiveConfig(**{name: bad})
     with pytest.raises(ValueError, match="eps_max"):
         adaptive_distance(f, x, y, norm="l2", key=KEY, bounds=None)
     with pytest.raises(ValueError, match="upper"):
