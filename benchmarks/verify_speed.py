@@ -23,7 +23,10 @@ time, how they were decided (``VerifyResult.detail``: the attack that found
 the counterexample, 'crown' / 'alpha-crown' / 'bab' for proofs, why an
 unknown stopped), and the subdomains of the proofs that branched. Where
 ``--milp-time`` > 0, the exact MILP (``certify.exact_search``, HiGHS, that
-many seconds per property) on the same box: 'holds' where it proves no
+many seconds per property; by default only where verify did not falsify: a
+falsified property carries a counterexample re-checked on the model, which
+no sound MILP can contradict; ``--milp-falsified`` for all) on the same box:
+'holds' where it proves no
 adversarial within eps (its lower bound reaches eps), 'violated' where it
 returns a re-checked adversarial within eps, undecided otherwise; a
 *contradiction* is verify's 'verified' against the MILP's 'violated' or
@@ -130,7 +133,7 @@ def summarise(eps, recs):
     for r in recs:
         details[f"{r['status']}:{r['detail']}"] = details.get(f"{r['status']}:{r['detail']}", 0) + 1
     branched = [r["subdomains"] for r in recs if r["status"] == "verified" and r["detail"] == "bab"]
-    milp = [r.get("milp") for r in recs if "milp" in r]
+    milp = [r.get("milp") for r in recs if "milp_seconds" in r]
     contra = sum((r["status"] == "verified" and r.get("milp") == "violated")
                  or (r["status"] == "falsified" and r.get("milp") == "holds") for r in recs)
     return {
@@ -138,11 +141,11 @@ def summarise(eps, recs):
         "unknown": st.count("unknown"), "median_s": float(np.median(secs)), "max_s": float(np.max(secs)),
         "by_bab": len(branched), "bab_subdomains_median": float(np.median(branched)) if branched else None,
         "bab_subdomains_max": int(max(branched)) if branched else None,
-        "falsified_after_pgd": sum(details.get(f"falsified:{a}", 0) for a in ("search", "ensemble")),
+        "falsified_after_pgd": sum(details.get(f"falsified:{a}", 0) for a in ("search", "ensemble", "bab")),
         "unknown_time": details.get("unknown:time", 0),
         "milp_holds": milp.count("holds") if milp else None, "milp_violated": milp.count("violated") if milp else None,
         "milp_undecided": milp.count(None) if milp else None, "contradictions": contra if milp else None,
-        "milp_median_s": float(np.median([r["milp_seconds"] for r in recs])) if milp else None,
+        "milp_median_s": float(np.median([r["milp_seconds"] for r in recs if "milp_seconds" in r])) if milp else None,
         "details": details,
     }
 
@@ -159,6 +162,9 @@ def main(argv=None):
     p.add_argument("--budget", type=int, default=None, help="branch-and-bound subdomains (default verify's)")
     p.add_argument("--milp-time", type=float, default=None,
                    help="HiGHS seconds per property (default 60; --quick 10; 0: no MILP)")
+    p.add_argument("--milp-falsified", action="store_true",
+                   help="run the MILP on falsified properties too (default: only on verified and unknown ones; "
+                        "a falsified one carries a counterexample re-checked on the model)")
     args = p.parse_args(argv)
     n = args.n or (3 if args.quick else 30)
     limit = args.time_limit or (10.0 if args.quick else 60.0)
@@ -187,7 +193,7 @@ def main(argv=None):
                    "margin_lower": res.margin_lower, "margin_upper": res.margin_upper}
             if res.counterexample is not None:
                 rec["counterexample_linf"] = float(np.max(np.abs(res.counterexample.reshape(-1) - x.reshape(-1))))
-            if milp_time > 0:
+            if milp_time > 0 and (res.status != "falsified" or args.milp_falsified):
                 rec["milp"], rec["milp_seconds"] = milp_answer(net, x, int(y), eps, milp_time)
             recs.append(rec)
             print(f"eps {eps:g} point {i}: {res.status} ({res.detail}) {res.seconds:.2f}s "

@@ -112,7 +112,7 @@ import numpy as np
 import optax
 
 from rcurves.certify.bounds import (
-    BoundConfig, Prepared, Relax, _both, _spec_start, backsub, concretize, hidden_bounds, margin_spec, relax,
+    BoundConfig, Prepared, Relax, _both, _box, _spec_start, backsub, concretize, hidden_bounds, margin_spec, relax,
 )
 from rcurves.certify.layers import block_transpose, forward
 
@@ -356,9 +356,28 @@ def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
             pick = jnp.argmax(scores)
         return jnp.where(jnp.max(scores) > 0, pick, -1).astype(jnp.int32)
 
-    def bound_one(sgn, params0):
+    def primal_point(params, sgn, sb, best):
+        """The point of the ball (flat, ``(D,)``) that minimises the linear lower bound of the subdomain's
+        worst margin row: a candidate counterexample (on l_inf a vertex of the box; on l_2 ``x - eps lam /
+        ||lam||`` clipped to the domain, still inside the ball). Any point of the ball that the model
+        misclassifies refutes the whole ball, whichever subdomain proposed it."""
+        alphas, betas = params
+        w = jnp.argmin(best)
+        rel = [relax(l, u, jnp.clip(a[w][None], 0.0, 1.0)) for (l, u), a in zip(sb, alphas)]
+        sg = [s.astype(jnp.float32) for s in layers(sgn)]
+        lam, _ = _backsub_split(prep, rel, sg, [jnp.maximum(bt[w][None], 0.0) for bt in betas],
+                                lam0[w][None], b0[w][None])
+        lam, xf = lam.reshape(-1), x.reshape(-1)
+        if bcfg.norm == "linf":
+            lo, hi = _box(xf, eps, bcfg)
+            return jnp.where(lam > 0, lo, hi)
+        p = xf - eps * lam / jnp.maximum(jnp.linalg.norm(lam), 1e-12)
+        return p if bcfg.domain is None else jnp.clip(p, *bcfg.domain)
+
+    def bound_one(sgn, params0, primal=False):
         """``(lowest margin bound, next unit to split or -1, optimised (alpha, beta))``
-        of one subdomain, its Adam run started at ``params0`` (the parent's)."""
+        of one subdomain, its Adam run started at ``params0`` (the parent's); with ``primal``, also
+        :func:`primal_point` of its optimised bound."""
         sb, rels = sub_bounds(sgn)
         empty = jnp.zeros((), bool)
         for l, u in sb:
@@ -386,6 +405,8 @@ def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
         best_p = jax.tree_util.tree_map(lambda a, b: jnp.where(jnp.min(last) > jnp.min(best), a, b), params, best_p)
         best = jnp.maximum(best, last)
         lb = jnp.where(empty, jnp.inf, jnp.min(best))
+        if primal:
+            return lb, choose(best_p, sgn, sb, rels, best), best_p, primal_point(best_p, sgn, sb, best)
         return lb, choose(best_p, sgn, sb, rels, best), best_p
 
     return bound_one, init_params, total
@@ -566,11 +587,14 @@ class SearchResult(NamedTuple):
         where a bound was NaN. Positive when verified.
       bounded: subdomains bounded, the root included.
       at_root: verified by the root's bound, before any split.
-      reason: why the search stopped: 'verified', 'time', 'budget', 'stuck' (a subdomain whose bound
-        fails has no unstable ReLU left), 'rows' (a margin outside the ``rows`` branched on fails at the
-        root) or 'nan' (a NaN bound: never proven).
+      reason: why the search stopped: 'verified', 'falsified' (a counterexample, ``x_adv``), 'time',
+        'budget', 'stuck' (a subdomain whose bound fails has no unstable ReLU left), 'rows' (a margin
+        outside the ``rows`` branched on fails at the root) or 'nan' (a NaN bound: never proven).
       left: undecided subdomains when it stopped.
       peak: the most undecided subdomains held at once (the frontier's high-water mark).
+      x_adv: with reason 'falsified', the counterexample (``(*net.input_shape)`` float64, inside the domain
+        and the ball up to the float32 rounding of ``x +- eps``): a subdomain's primal point on which the model's margin is not positive (re-checked
+        by ``check`` where one was given); else None.
     """
 
     verified: bool
@@ -580,6 +604,7 @@ class SearchResult(NamedTuple):
     reason: str
     left: int
     peak: int
+    x_adv: "np.ndarray | None" = None
 
 
 def _now() -> float:
@@ -604,16 +629,20 @@ def _search_root(net, x, y, eps, *, cfg: BaBConfig):
 
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
-def _search_split(prep, root, x, eps, parents, units, params, rows=None, *, cfg: BaBConfig):
+def _search_split(prep, root, x, y, eps, parents, units, params, rows=None, *, cfg: BaBConfig):
     """The ``2 B`` children of ``parents (B, H)`` split on ``units (B,)`` (active ones first; a unit ``-1``
     leaves its parent as it is), each bounded from its parent's ``params``: ``(sgn (2B, H), lb (2B,),
-    nxt (2B,), params)``. ``rows``: see :func:`_bounder`."""
+    nxt (2B,), params, primal (2B, D), margin (2B,))``: each child's primal point (the point of the ball
+    its bound's worst row is lowest at) and the model's smallest margin ``z_y - max_{j != y} z_j`` there,
+    in float32 (negative: a candidate counterexample). ``rows``: see :func:`_bounder`."""
     bound_one, _, total = _bounder(prep, root, x, eps, cfg, rows)
     cols = jnp.arange(total)[None, :] == units[:, None]
     kids = jnp.concatenate([jnp.where(cols, jnp.int8(-1), parents), jnp.where(cols, jnp.int8(1), parents)])
     warm = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, a]), params)
-    lb, nxt, kp = jax.vmap(bound_one)(kids, warm)
-    return kids, lb, nxt, kp
+    lb, nxt, kp, pts = jax.vmap(functools.partial(bound_one, primal=True))(kids, warm)
+    z = prep.net.logits(pts.reshape((pts.shape[0],) + tuple(prep.net.input_shape)))
+    others = jnp.where(jnp.arange(z.shape[1]) == y, -jnp.inf, z)
+    return kids, lb, nxt, kp, pts, z[:, y] - jnp.max(others, axis=1)
 
 
 class _Pool:
@@ -681,7 +710,7 @@ def _unstable_rows(prep: Prepared, root: Root):
     return tuple(out)
 
 
-def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf) -> SearchResult:
+def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, check=None) -> SearchResult:
     """Branch and bound of one ball, driven from the host, for as long as ``time_limit`` and ``cfg.budget``
     allow.
 
@@ -700,6 +729,14 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf) 
         ``capacity`` unused: the frontier grows).
       time_limit: seconds; no iteration starts after it (one iteration, and a first call's compilation,
         may run past it).
+      check: None, or a host function ``points (k, *net.input_shape) float64 -> index or None`` that
+        re-checks candidate counterexamples (e.g. on the original model, outside float32 rounding of the
+        bound computation) and returns the index of one it confirms.
+
+    Every bounded subdomain also proposes a counterexample: the point of the ball at which its optimised
+    linear bound of the worst margin is lowest (its *primal* point, as alpha-beta-CROWN checks). The
+    search stops 'falsified' at the first on which the model's float32 margin is not positive and
+    ``check`` (if given) agrees: then no proof can exist.
 
     Returns:
       :class:`SearchResult`.
@@ -716,16 +753,33 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf) 
     treedef = jax.tree_util.tree_structure(p0)
     rows = _unstable_rows(prep, root) if cfg.recompute == "unstable" else None
 
+    shape = tuple(net.input_shape)
+    found = [None]
+
+    def refuted(pts, margins, valid):
+        """Record the first confirmed counterexample among the primal points with a margin <= 0."""
+        cand = np.flatnonzero(valid & (margins <= 0))
+        if cand.size == 0:
+            return False
+        cand = cand[np.argsort(margins[cand], kind="stable")]
+        pts = pts[cand].astype(np.float64).reshape((cand.size,) + shape)
+        i = 0 if check is None else check(pts)
+        if i is None:
+            return False
+        found[0] = pts[i]
+        return True
+
     def split(sgn, units, leaves):
-        out = _search_split(prep, root, x, eps, jnp.asarray(sgn), jnp.asarray(units),
+        out = _search_split(prep, root, x, y, eps, jnp.asarray(sgn), jnp.asarray(units),
                             jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in leaves]), rows,
                             cfg=pcfg)
-        kids, lb, nxt = (np.asarray(a) for a in out[:3])
-        return kids, lb, nxt, [np.asarray(a) for a in jax.tree_util.tree_leaves(out[3])]
+        kids, lb, nxt, _, pts, marg = (np.asarray(a) if i != 3 else a for i, a in enumerate(out))
+        return kids, lb, nxt, [np.asarray(a) for a in jax.tree_util.tree_leaves(out[3])], pts, marg
 
     # the root: B copies, not split (unit -1), of which the first is kept
-    _, lb_r, nxt_r, p_r = split(np.zeros((B, total), np.int8), np.full(B, -1, np.int32),
-                                [np.repeat(np.asarray(a)[None], B, axis=0) for a in jax.tree_util.tree_leaves(p0)])
+    _, lb_r, nxt_r, p_r, pts_r, m_r = split(
+        np.zeros((B, total), np.int8), np.full(B, -1, np.int32),
+        [np.repeat(np.asarray(a)[None], B, axis=0) for a in jax.tree_util.tree_leaves(p0)])
     rest_min = float(root.rest_min)
     lb_r, nxt_r, p_r = float(lb_r[0]), int(nxt_r[0]), [a[:1] for a in p_r]
 
@@ -733,7 +787,8 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf) 
         # part: the lowest bound over a partition of the ball (inf only if every piece was empty: ignored)
         part = part if part < math.inf else -math.inf
         lower = -math.inf if reason == "nan" or math.isnan(lb_r) else min(max(lb_r, part), rest_min)
-        return SearchResult(verified, lower, bounded, bounded == 1 and verified, reason, left, peak)
+        return SearchResult(verified, lower, bounded, bounded == 1 and verified, reason, left, peak,
+                            found[0] if reason == "falsified" else None)
 
     if math.isnan(lb_r) or math.isnan(rest_min):
         return done(False, "nan")
@@ -741,6 +796,8 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf) 
         return done(False, "rows")
     if lb_r > 0:
         return done(True, "verified")
+    if refuted(pts_r[:1], m_r[:1], np.ones(1, bool)):
+        return done(False, "falsified", lb_r)
     if nxt_r < 0:
         return done(False, "stuck", lb_r)
     pool = _Pool(np.zeros((1, total), np.int8), np.array([lb_r], np.float32), np.array([nxt_r], np.int32), p_r)
@@ -757,12 +814,15 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf) 
         if m < B:                                 # pad with copies of the first parent (results unused)
             pad = lambda a: np.concatenate([a, np.repeat(a[:1], B - m, axis=0)])   # noqa: E731
             sgn, nxt, leaves = pad(sgn), pad(nxt), [pad(a) for a in leaves]
-        kids, klb, knxt, kleaves = split(sgn, nxt, leaves)
+        kids, klb, knxt, kleaves, kpts, kmarg = split(sgn, nxt, leaves)
         valid = np.concatenate([np.arange(B) < m, np.arange(B) < m])
         kids, klb, knxt, kleaves = kids[valid], klb[valid], knxt[valid], [a[valid] for a in kleaves]
         bounded += 2 * m
         if np.isnan(klb).any():
             reason = "nan"
+            break
+        if refuted(kpts, kmarg, valid):
+            reason = "falsified"
             break
         shut = klb > 0                            # proven (inf: empty, no point of the ball)
         if shut.any():

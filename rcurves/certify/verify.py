@@ -26,7 +26,11 @@ when it decides:
    the budget is out, or for good when a subdomain with no unstable ReLU left
    still has a bound that is not positive, or, with more than
    ``bab.BaBConfig.rows`` (9) classes in ``others``, a margin outside the 9 it
-   branches on that CROWN does not prove at the root.
+   branches on that CROWN does not prove at the root. Every subdomain it
+   bounds also proposes a counterexample, its *primal* point (the vertex of
+   the box where its optimised linear bound of the worst margin is lowest,
+   as alpha-beta-CROWN checks); the first one the model misclassifies ends
+   it 'falsified' (detail ``'bab'``).
 
 Every candidate point of an attack, and the box's centre, is re-checked on
 the *original* model in float32 (the ``logits_fn`` of an ONNX file, not the
@@ -128,7 +132,7 @@ class VerifyResult(NamedTuple):
       subdomains: subdomains bounded by branch and bound, its root included (0 if it did not run).
       stage: the stage that decided, or the last one that ran: 'attack', 'crown' or 'bab'.
       detail: falsified: the attack whose point is the counterexample ('centre', 'pgd', 'search' -- the
-        adaptive default --, 'ensemble'); verified: 'crown', 'alpha-crown' (branch and bound's root) or
+        adaptive default --, 'ensemble', or 'bab': a branch-and-bound subdomain's primal point); verified: 'crown', 'alpha-crown' (branch and bound's root) or
         'bab'; unknown: why it stopped -- 'time' (before or during any stage), 'budget', 'stuck' (a
         subdomain with no ReLU left to split), 'rows' (a margin branch and bound does not branch on),
         'nan' (a NaN bound) or 'linear' (no hidden ReLU: CROWN's bound is exact and not positive, yet no
@@ -382,10 +386,11 @@ def _search(fn, lo, hi, sel, shape, seed, ensemble: bool):
     return cex, m
 
 
-def _branch_and_bound(rnet: Network, deadline: float, budget: int, **kw):
+def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, **kw):
     """Branch and bound of ``rnet`` (a :func:`box_network`) on its unit ball, label 0, until the ``deadline``
-    (a ``time.perf_counter`` value) or ``budget`` subdomains: a ``certify.bab.SearchResult``. ``kw``: more
-    settings of ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``; default the module's)."""
+    (a ``time.perf_counter`` value) or ``budget`` subdomains: a ``certify.bab.SearchResult``. ``check``:
+    ``bab_search``'s re-check of the subdomains' primal points (unit-ball points). ``kw``: more settings of
+    ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``; default the module's)."""
     from rcurves.certify.bab import SearchResult, bab_config, bab_search
     from rcurves.certify.bounds import BoundConfig
 
@@ -393,7 +398,7 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, **kw):
     if not left > 0:
         return SearchResult(False, -math.inf, 0, False, "time", 0, 0)
     cfg = bab_config(BoundConfig(norm="linf", method="crown", domain=_DOMAIN), budget, **kw)
-    return bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=left)
+    return bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=left, check=check)
 
 
 def verify(
@@ -491,8 +496,20 @@ def verify(
     if not rnet.hidden_sizes:                     # nothing to split: CROWN is exact
         return result("unknown", "crown", "linear", lower=lower, upper=upper)
 
-    # 4. branch and bound
-    bb = _branch_and_bound(rnet, deadline, budget)
+    # 4. branch and bound; each subdomain's primal point re-checked on the model as a counterexample
+    confirmed = []
+
+    def check(ds):
+        cex, m, i = _recheck(fn, lo, hi, sel, shape, ds)
+        if cex is None:
+            return None
+        confirmed.append((cex, m))
+        return i
+
+    bb = _branch_and_bound(rnet, deadline, budget, check)
+    if bb.reason == "falsified" and confirmed:
+        cex, m = confirmed[-1]
+        return result("falsified", "bab", "bab", cex, lower=lower, upper=min(upper, m), subdomains=bb.bounded)
     lower = max(lower, bb.lower)
     if bb.verified:
         return result("verified", "crown" if bb.at_root else "bab", "alpha-crown" if bb.at_root else "bab",

@@ -531,7 +531,40 @@ def test_the_attacks_after_crown_find_what_pgd_misses_and_every_point_is_recheck
     assert res.status != "falsified" and res.margin_upper > 0
 
 
-def test_the_ensemble_waits_for_half_the_time_limit(compiled, monkeypatch):
+def test_branch_and_bound_falsifies_with_a_rechecked_primal_point_when_the_attacks_miss(compiled, monkeypatch):
+    """With every attack disabled, a violated box reaches branch and bound, whose subdomains' primal points
+    (vertices of the box) are counterexamples: 'falsified' by 'bab', the point inside the box and
+    misclassified by the model; a re-check that confirms nothing never lets the search say 'falsified'."""
+    from rcurves.certify import bab
+    from rcurves.certify.bounds import BoundConfig
+
+    def centre_only(fn, lo, hi, sel, shape, seed):
+        return None, VERIFY._recheck(fn, lo, hi, sel, shape, np.zeros((1, lo.size)))[1], "centre", True
+
+    monkeypatch.setattr(VERIFY, "_pgd", centre_only)
+    monkeypatch.setattr(VERIFY, "_search", lambda *a: (None, math.inf))
+    rng = np.random.default_rng(5)
+    found = 0
+    for seed in range(4):
+        ws = weights(seed)
+        net = certify.mlp(ws)
+        for eps in (1.2, 1.5):
+            lo, hi, label = random_box(rng, ws, eps)
+            if milp_answer(ws, lo, hi, label, [j for j in range(3) if j != label]) != "violated":
+                continue
+            res = verify(net, lo, hi, label, budget=BUDGET)
+            assert res.status != "verified", (seed, eps, res)
+            if res.status == "falsified":
+                found += 1
+                x = res.counterexample
+                assert res.detail == "bab" and res.stage == "bab" and np.all(x >= lo) and np.all(x <= hi)
+                z = np.asarray(net.logits(x[None].astype(np.float32)))[0]
+                assert z[label] <= np.delete(z, label).max() and res.margin_upper <= 0
+                rnet = box_network(net, lo, hi, label, [j for j in range(3) if j != label])
+                cfg = bab.bab_config(BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0)), 64)
+                never = bab.bab_search(rnet, np.zeros(4, np.float32), 0, 1.0, cfg, check=lambda pts: None)
+                assert never.reason != "falsified" and never.x_adv is None and not never.verified
+    assert found >= 3, found
     ws, lo, hi, label, others, m = bab_box()
     calls = []
     search = VERIFY._search
