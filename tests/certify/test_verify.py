@@ -565,6 +565,9 @@ def test_branch_and_bound_falsifies_with_a_rechecked_primal_point_when_the_attac
                 never = bab.bab_search(rnet, np.zeros(4, np.float32), 0, 1.0, cfg, check=lambda pts: None)
                 assert never.reason != "falsified" and never.x_adv is None and not never.verified
     assert found >= 3, found
+
+
+def test_the_ensemble_waits_for_half_the_time_limit(compiled, monkeypatch):
     ws, lo, hi, label, others, m = bab_box()
     calls = []
     search = VERIFY._search
