@@ -198,7 +198,7 @@ def main(argv=None):
             recs.append(rec)
             print(f"eps {eps:g} point {i}: {res.status} ({res.detail}) {res.seconds:.2f}s "
                   f"{res.subdomains} subdomains" + (f", MILP {rec['milp']} {rec['milp_seconds']:.1f}s"
-                                                    if milp_time > 0 else ""), flush=True)
+                                                    if "milp_seconds" in rec else ""), flush=True)
         rows.append(summarise(eps, recs))
         points += recs
     out["rows"], out["points"] = rows, points
