@@ -593,8 +593,8 @@ class SearchResult(NamedTuple):
       left: undecided subdomains when it stopped.
       peak: the most undecided subdomains held at once (the frontier's high-water mark).
       x_adv: with reason 'falsified', the counterexample (``(*net.input_shape)`` float64, inside the domain
-        and the ball up to the float32 rounding of ``x +- eps``): a subdomain's primal point on which the model's margin is not positive (re-checked
-        by ``check`` where one was given); else None.
+        and the ball up to the float32 rounding of ``x +- eps``): a subdomain's primal point on which the
+        model's margin is not positive (re-checked by ``check`` where one was given); else None.
     """
 
     verified: bool

@@ -108,7 +108,8 @@ def test_search_proves_only_clean_balls_and_its_lower_bound_holds():
         elif res.reason == "falsified":                                    # a primal point the net misclassifies
             z = np.asarray(net.logits(res.x_adv[None].astype(np.float32)))[0]
             assert m <= 0 and z[y] <= np.delete(z, y).max(), (i, res, m)
-            assert np.max(np.abs(res.x_adv - x)) <= eps + 1e-6 and np.all(np.abs(res.x_adv) <= 1), res   # (x +- eps in f32)
+            # inside the ball up to the float32 rounding of x +- eps, and inside the domain
+            assert np.max(np.abs(res.x_adv - x)) <= eps + 1e-6 and np.all(np.abs(res.x_adv) <= 1), res
         else:
             assert res.reason in ("budget", "stuck") and (res.left > 0 or res.reason == "stuck"), res
     assert split >= 2                                                       # proofs that needed splits
