@@ -141,9 +141,9 @@ class VerifyResult(NamedTuple):
       stage: the stage that decided, or the last one that ran: 'attack', 'crown' or 'bab'.
       detail: falsified: the attack whose point is the counterexample ('centre', 'pgd', 'search' -- the
         adaptive default --, 'ensemble', or 'bab': a branch-and-bound subdomain's primal point); verified:
-        'crown', 'alpha-crown' (branch and bound's root) or 'bab'; unknown: why it stopped -- 'time' (before or during any stage), 'budget', 'stuck' (a
-        subdomain with no ReLU left to split), 'rows' (a margin branch and bound does not branch on),
-        'nan' (a NaN bound) or 'linear' (no hidden ReLU: CROWN's bound is exact and not positive, yet no
+        'crown', 'alpha-crown' (branch and bound's root) or 'bab'; unknown: why it stopped -- 'time'
+        (before or during any stage), 'budget', 'stuck' (a subdomain with no ReLU left to split), 'rows'
+        (a margin branch and bound does not branch on), 'nan' (a NaN bound) or 'linear' (no hidden ReLU: CROWN's bound is exact and not positive, yet no
         attack found a counterexample).
     """
 
