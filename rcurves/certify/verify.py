@@ -143,8 +143,8 @@ class VerifyResult(NamedTuple):
         adaptive default --, 'ensemble', or 'bab': a branch-and-bound subdomain's primal point); verified:
         'crown', 'alpha-crown' (branch and bound's root) or 'bab'; unknown: why it stopped -- 'time'
         (before or during any stage), 'budget', 'stuck' (a subdomain with no ReLU left to split), 'rows'
-        (a margin branch and bound does not branch on), 'nan' (a NaN bound) or 'linear' (no hidden ReLU: CROWN's bound is exact and not positive, yet no
-        attack found a counterexample).
+        (a margin branch and bound does not branch on), 'nan' (a NaN bound) or 'linear' (no hidden ReLU:
+        CROWN's bound is exact and not positive, yet no attack found a counterexample).
     """
 
     status: str
