@@ -133,7 +133,8 @@ def summarise(eps, recs):
     for r in recs:
         details[f"{r['status']}:{r['detail']}"] = details.get(f"{r['status']}:{r['detail']}", 0) + 1
     branched = [r["subdomains"] for r in recs if r["status"] == "verified" and r["detail"] == "bab"]
-    milp = [r.get("milp") for r in recs if "milp_seconds" in r]
+    ran = [r for r in recs if "milp_seconds" in r]       # the MILP runs only where verify did not falsify
+    milp = [r["milp"] for r in ran]
     contra = sum((r["status"] == "verified" and r.get("milp") == "violated")
                  or (r["status"] == "falsified" and r.get("milp") == "holds") for r in recs)
     return {
@@ -145,7 +146,7 @@ def summarise(eps, recs):
         "unknown_time": details.get("unknown:time", 0),
         "milp_holds": milp.count("holds") if milp else None, "milp_violated": milp.count("violated") if milp else None,
         "milp_undecided": milp.count(None) if milp else None, "contradictions": contra if milp else None,
-        "milp_median_s": float(np.median([r["milp_seconds"] for r in recs if "milp_seconds" in r])) if milp else None,
+        "milp_median_s": float(np.median([r["milp_seconds"] for r in ran])) if milp else None,
         "details": details,
     }
 

@@ -111,6 +111,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from attacks.losses import margin
 from rcurves.certify.bounds import (
     BoundConfig, Prepared, Relax, _both, _box, _spec_start, backsub, concretize, hidden_bounds, margin_spec, relax,
 )
@@ -641,8 +642,7 @@ def _search_split(prep, root, x, y, eps, parents, units, params, rows=None, *, c
     warm = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, a]), params)
     lb, nxt, kp, pts = jax.vmap(functools.partial(bound_one, primal=True))(kids, warm)
     z = prep.net.logits(pts.reshape((pts.shape[0],) + tuple(prep.net.input_shape)))
-    others = jnp.where(jnp.arange(z.shape[1]) == y, -jnp.inf, z)
-    return kids, lb, nxt, kp, pts, z[:, y] - jnp.max(others, axis=1)
+    return kids, lb, nxt, kp, pts, -jax.vmap(margin, in_axes=(0, None))(z, y)
 
 
 class _Pool:
@@ -757,12 +757,13 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
     found = [None]
 
     def refuted(pts, margins, valid):
-        """Record the first confirmed counterexample among the primal points with a margin <= 0."""
+        """Record the first confirmed counterexample among the primal points with a margin <= 0 (``pts``
+        stays on the device unless there is a candidate)."""
         cand = np.flatnonzero(valid & (margins <= 0))
         if cand.size == 0:
             return False
         cand = cand[np.argsort(margins[cand], kind="stable")]
-        pts = pts[cand].astype(np.float64).reshape((cand.size,) + shape)
+        pts = np.asarray(pts)[cand].astype(np.float64).reshape((cand.size,) + shape)
         i = 0 if check is None else check(pts)
         if i is None:
             return False
@@ -773,8 +774,9 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         out = _search_split(prep, root, x, y, eps, jnp.asarray(sgn), jnp.asarray(units),
                             jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in leaves]), rows,
                             cfg=pcfg)
-        kids, lb, nxt, _, pts, marg = (np.asarray(a) if i != 3 else a for i, a in enumerate(out))
-        return kids, lb, nxt, [np.asarray(a) for a in jax.tree_util.tree_leaves(out[3])], pts, marg
+        kids, lb, nxt, params, pts, marg = out
+        leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(params)]
+        return np.asarray(kids), np.asarray(lb), np.asarray(nxt), leaves, pts, np.asarray(marg)
 
     # the root: B copies, not split (unit -1), of which the first is kept
     _, lb_r, nxt_r, p_r, pts_r, m_r = split(
