@@ -160,6 +160,40 @@ def test_recomputing_only_the_root_unstable_units_changes_no_verdict():
     assert seen >= 1                                                        # a search that split
 
 
+def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
+    """alpha-CROWN's hidden bounds at the root (``BaBConfig.tighten``): every pre-activation of 20,000
+    random points and all 2^6 vertices of the box lies inside them; each is inside CROWN's and the layers
+    after the first are narrower on some unit (the optimisation did something); the first layer is CROWN's
+    (exact intervals). And the search on them stays below the brute-force minimum margin."""
+    net = _random_mlp([6, 24, 24, 24, 3], 7)
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0))
+    prep = cb.prepare(net, bc)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
+    y = int(np.argmax(np.asarray(net.logits(x[None]))[0]))
+    eps = 0.3
+    r0, r1 = (bab._root(prep, jnp.asarray(x), jnp.int32(y), jnp.float32(eps), bab.bab_config(bc, 64, tighten=t))
+              for t in (0, 30))
+    corners = np.array(np.meshgrid(*[[-1.0, 1.0]] * 6)).reshape(6, -1).T
+    pts = np.concatenate([rng.uniform(-1, 1, (20000, 6)), corners]) * eps + x
+    pts = np.clip(pts, -1.0, 1.0).astype(np.float32)
+    h, narrower = pts, []
+    for k, ((l0, u0), (l1, u1)) in enumerate(zip(r0.bounds, r1.bounds)):
+        dense = [layer for layer in net.layers if isinstance(layer, certify.Dense)][k]
+        h = (h if k == 0 else np.maximum(h, 0.0)) @ np.asarray(dense.w).T + np.asarray(dense.b)
+        l0, u0, l1, u1 = (np.asarray(v).reshape(-1) for v in (l0, u0, l1, u1))
+        tol = 1e-4 * (1 + np.abs(h))
+        assert np.all(h >= l1 - tol) and np.all(h <= u1 + tol), k            # sound
+        assert np.all(l1 >= l0) and np.all(u1 <= u0), k                        # never looser than CROWN
+        narrower.append(float(np.sum(u0 - l0) - np.sum(u1 - l1)))
+    assert narrower[0] == 0.0 and narrower[1] > 0 and narrower[2] > 0, narrower
+    net2 = _random_mlp([2, 24, 24, 24, 3], 4)         # 2-D: the grid's minimum margin is known
+    cfg = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 256, steps=10, tighten=30)
+    for i, (xb, yb, e, m) in enumerate(_balls(net2, 1, (0.95, 1.03), 1)):
+        res = bab.bab_search(net2, xb, yb, e, cfg)
+        assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (i, res, m)
+
+
 def test_the_host_frontier_grows_and_hands_out_its_lowest_subdomains():
     def rows(lb):
         lb = np.asarray(lb, np.float32)
