@@ -629,9 +629,11 @@ def bab_config(bound: BoundConfig, budget: int, steps: int = 20, lr: float = 0.1
         raise ValueError(f"branching: expected one of {BRANCHING}, got {branching!r}")
     if recompute not in RECOMPUTE:
         raise ValueError(f"recompute: expected one of {RECOMPUTE}, got {recompute!r}")
+    if isinstance(tighten, bool) or not isinstance(tighten, (int, np.integer)) or tighten < 0:
+        raise ValueError(f"tighten: expected a non-negative number of Adam steps, got {tighten!r}")
     return BaBConfig(bound=bound, batch=batch, budget=budget, capacity=budget + 2 * batch + 1, steps=steps, lr=lr,
                      branching=branching, candidates=max(1, int(candidates)), recompute=recompute,
-                     tighten=max(0, int(tighten)))
+                     tighten=int(tighten))
 
 
 bab_jit = jax.jit(_bab_program, static_argnames=("cfg", "batch"))

@@ -194,6 +194,14 @@ def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
         assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (i, res, m)
 
 
+def test_bad_branch_and_bound_settings_are_value_errors_naming_them():
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
+    for kw, name in (({"branching": "best"}, "branching"), ({"recompute": "some"}, "recompute"),
+                     ({"tighten": -1}, "tighten"), ({"tighten": 2.5}, "tighten"), ({"tighten": True}, "tighten")):
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            bab.bab_config(bc, 64, **kw)
+
+
 def test_the_host_frontier_grows_and_hands_out_its_lowest_subdomains():
     def rows(lb):
         lb = np.asarray(lb, np.float32)
