@@ -283,7 +283,7 @@ def _tightened(prep: Prepared, x, eps, bcfg: BoundConfig, bounds, steps: int, lr
     out = [bounds[0]]
     for k in range(2, len(bounds) + 1):
         l0, u0 = bounds[k - 1]
-        if steps <= 0 or prep.jacs[k - 1] is None or (k == 2 and prep.local):
+        if prep.jacs[k - 1] is None or (k == 2 and prep.local):
             out.append((l0, u0))
             continue
         m = math.prod(l0.shape)
@@ -298,14 +298,20 @@ def _tightened(prep: Prepared, x, eps, bcfg: BoundConfig, bounds, steps: int, lr
 
         opt = optax.adam(lr)
 
-        def step(carry, _, lbs=lbs, unstable=unstable):
-            a, st, best = carry
-            g = jax.grad(lambda a: -jnp.sum(jnp.where(unstable, lbs(a), 0.0)))(a)
+        def objective(a, lbs=lbs, unstable=unstable):
+            lb = lbs(a)
+            return -jnp.sum(jnp.where(unstable, lb, 0.0)), lb
+
+        def step(carry, _, objective=objective):
+            a, st, best = carry      # one back-substitution per step: the bound at ``a`` and its gradient
+            (_, lb), g = jax.value_and_grad(objective, has_aux=True)(a)
             upd, st = opt.update(g, st, a)
             a = [jnp.clip(ai + ui, 0.0, 1.0) for ai, ui in zip(a, upd)]
-            return (a, st, jnp.maximum(best, lbs(a))), None
+            return (a, st, jnp.maximum(best, lb)), None
 
-        (_, _, best), _ = jax.lax.scan(step, (base, opt.init(base), lbs(base)), None, length=steps)
+        start = (base, opt.init(base), jnp.full((2 * m,), -jnp.inf))
+        (a, _, best), _ = jax.lax.scan(step, start, None, length=steps)
+        best = jnp.maximum(best, lbs(a))                   # the last iterate's bound
         l = jnp.maximum(l0.reshape(-1), best[:m]).reshape(l0.shape)
         u = jnp.minimum(u0.reshape(-1), -best[m:]).reshape(u0.shape)
         out.append((l, u))

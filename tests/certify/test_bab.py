@@ -178,8 +178,8 @@ def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
     pts = np.concatenate([rng.uniform(-1, 1, (20000, 6)), corners]) * eps + x
     pts = np.clip(pts, -1.0, 1.0).astype(np.float32)
     h, narrower = pts, []
-    for k, ((l0, u0), (l1, u1)) in enumerate(zip(r0.bounds, r1.bounds)):
-        dense = [layer for layer in net.layers if isinstance(layer, certify.Dense)][k]
+    denses = [layer for layer in net.layers if isinstance(layer, certify.Dense)]
+    for k, ((l0, u0), (l1, u1), dense) in enumerate(zip(r0.bounds, r1.bounds, denses)):
         h = (h if k == 0 else np.maximum(h, 0.0)) @ np.asarray(dense.w).T + np.asarray(dense.b)
         l0, u0, l1, u1 = (np.asarray(v).reshape(-1) for v in (l0, u0, l1, u1))
         tol = 1e-4 * (1 + np.abs(h))
