@@ -179,19 +179,23 @@ class Evaluation:
 
 
 @functools.lru_cache(maxsize=1)
-def attacks_fingerprint() -> str:
-    """sha256 (16 hex digits) of the ``attacks`` package's source: part of every run's
+def attacks_fingerprint(root: Optional[str] = None) -> str:
+    """sha256 (16 hex digits) of the ``attacks`` package's code: part of every run's
     manifest, so that saved distances are never reused after the attacks' code (and
-    with it possibly their defaults) changed."""
+    with it possibly their defaults) changed. Each module counts by its
+    :func:`rcurves.claims.record.code_digest` (its AST without docstrings), so an
+    edit to a docstring, a comment or the formatting keeps every saved run.
+    ``root``: the package's folder (default: the installed ``attacks``)."""
     import attacks
+    from rcurves.claims.record import code_digest
 
     h = hashlib.sha256()
-    root = os.path.dirname(os.path.abspath(attacks.__file__))
+    root = root or os.path.dirname(os.path.abspath(attacks.__file__))
     for name in sorted(os.listdir(root)):
         if name.endswith(".py"):
             h.update(name.encode())
-            with open(os.path.join(root, name), "rb") as f:
-                h.update(f.read())
+            with open(os.path.join(root, name), encoding="utf-8") as f:
+                h.update(code_digest(f.read()).encode())
     return h.hexdigest()[:16]
 
 
@@ -252,20 +256,24 @@ def compute_distances(
     its l_1 norm, an l_2 adversarial bounds d_inf; free, and never weaker than
     one norm's attacks alone (on gradient-masked models the l_2 attacks can
     miss points the l_inf attack breaks). ``'pgd'`` and ``'cw'`` stay each
-    attack's own distances.
+    attack's own distances. With the adaptive attack, a point whose
+    ``'pgd'`` that bound beats by more than ``rtol`` is unsure and gets the
+    escalation searches first (``runner.escalate_beaten``; ``'pgd'`` is then
+    the better of them, still the attack's own adversarial).
 
     ``devices``: local devices, one chunk each per call (bit-identical to 1).
     """
     import jax
 
-    from rcurves.pipeline.runner import CROSS_NORMS, make_distance_fn, run_chunked
+    from rcurves.pipeline.runner import CROSS_NORMS, escalate_beaten, make_distance_fn, run_chunked
 
     out: Distances = {}
     for label, m in models.items():
         out[label] = {}
+        configs, run_dirs = {}, {}
         for norm in norms:
-            cfg = attack.distance_config(norm, bounds, (eps_max or {}).get(norm))
-            run_dir = os.path.join(out_dir, "runs", f"{_safe_name(label)}__{norm}")
+            cfg = configs[norm] = attack.distance_config(norm, bounds, (eps_max or {}).get(norm))
+            run_dir = run_dirs[norm] = os.path.join(out_dir, "runs", f"{_safe_name(label)}__{norm}")
             config = {"model": m.identity, "distance": cfg.to_dict(), "attacks_code": attacks_fingerprint(),
                       "outputs": "adversarial norms"}
             chunk = chunk_size
@@ -284,6 +292,9 @@ def compute_distances(
             others = [adv[q][norm] for q in norms if q != norm]
             if others:
                 cross = np.minimum.reduce(others)
+                # the adaptive attack's cross-norm rule: points another norm's adversarial beats get more searches
+                escalate_beaten(m.logits_fn, configs[norm], data.x, data.y, jax.random.PRNGKey(seed),
+                                out[label][norm], cross, run_dir=run_dirs[norm])
                 out[label][norm]["cross"] = cross
                 out[label][norm]["distance"] = np.minimum(out[label][norm]["distance"], cross)
     return out

@@ -251,6 +251,76 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
     return fn
 
 
+#: the file of :func:`escalate_beaten`'s results in a norm's run directory
+CROSS_FILE = "cross_escalation.npz"
+
+
+def escalate_beaten(logits_fn: Callable, cfg: DistanceConfig, x, y, key, result: Dict[str, np.ndarray],
+                    upper: np.ndarray, run_dir: Optional[str] = None, chunk: int = 32) -> Dict[str, np.ndarray]:
+    """The adaptive attack's cross-norm rule, after a norm's chunked run: points another norm's adversarial beats.
+
+    ``upper`` ``(n,)`` is the smallest norm (in ``cfg.norm``) of the other
+    norms' verified adversarials (``evaluate``'s ``'cross'``; ``inf`` where
+    none). A correctly classified point whose adaptive distance ``'pgd'``
+    exceeds ``(1 + rtol) * upper`` (``attacks.adaptive.AdaptiveConfig.rtol``)
+    is unsure: ``attacks.adaptive_distance`` runs again on those points only,
+    with their keys (``fold_in(key, i)``: the same default search and probe)
+    and ``upper``, so each gets the escalation searches; their own
+    adversarials, re-checked, replace ``'pgd'`` (and ``'distance'``) where
+    closer. ``upper`` itself is not copied in (``evaluate`` takes that
+    minimum afterwards, as ``'cross'``). The points run in batches padded to
+    ``chunk`` (copies of the last point): one program shape.
+
+    Returns ``result`` updated in place (``'pgd'``, ``'distance'``, the
+    points' ``'gradients'`` (plus everything the second run spent) and
+    ``'escalated'``). A no-op unless ``cfg.adaptive``. With ``run_dir``, the
+    second run's results are kept in ``run_dir/CROSS_FILE`` keyed by the
+    points, their bounds and the run's manifest, and reused.
+    """
+    import hashlib
+
+    from attacks.adaptive import AdaptiveConfig
+
+    if not cfg.adaptive:
+        return result
+    own = result["pgd"]
+    upper = np.asarray(upper, np.float64)
+    idx = np.flatnonzero((own > 0) & (upper * (1.0 + AdaptiveConfig().rtol) < own))
+    if idx.size == 0:
+        return result
+    h = hashlib.sha256(idx.astype(np.int64).tobytes() + upper[idx].tobytes())
+    if run_dir is not None and os.path.exists(os.path.join(run_dir, MANIFEST)):
+        with open(os.path.join(run_dir, MANIFEST), "rb") as f:
+            h.update(f.read())
+    tag = h.hexdigest()
+    path = None if run_dir is None else os.path.join(run_dir, CROSS_FILE)
+    new = None
+    if path is not None and os.path.exists(path):
+        try:
+            with np.load(path) as z:
+                if str(z["tag"]) == tag:
+                    new = {k: z[k] for k in ("distance", "gradients")}
+        except (OSError, ValueError, KeyError):
+            new = None
+    if new is None:
+        pad = (-idx.size) % chunk
+        padded = np.concatenate([idx, np.full(pad, idx[-1])])
+        res = attacks.adaptive_distance(
+            logits_fn, np.asarray(x[padded]), np.asarray(y)[padded], norm=cfg.norm, key=point_keys(_raw_key(key), padded),
+            eps_max=cfg.eps_max, bounds=cfg.bounds, upper=upper[padded])
+        new = {"distance": to_host(res.distance)[:idx.size].astype(np.float64),
+               "gradients": to_host(res.gradients)[:idx.size].astype(np.float64)}
+        if path is not None:
+            atomic_write_bytes(path, _npz_bytes({**new, "tag": np.asarray(tag)}))
+    d = new["distance"]
+    result["pgd"][idx] = np.minimum(own[idx], d)
+    result["distance"][idx] = np.minimum(result["distance"][idx], d)
+    if "gradients" in result:
+        result["gradients"][idx] += new["gradients"]
+        result["escalated"][idx] = 1.0
+    return result
+
+
 def search_schedule(logits_fn: Callable, x, cfg: DistanceConfig) -> Dict[str, Optional[int]]:
     """``minimal_distance``'s ``search_steps``, ``steps``, ``restarts`` and
     ``polish_steps`` for ``cfg`` (None where its defaults apply); with

@@ -130,8 +130,9 @@ def test_masked_gradients_are_escalated_and_the_nearer_adversarials_found(masked
     assert np.all(d <= d_fixed)
     np.testing.assert_array_equal(d[~esc], d_fixed[~esc])
     _recheck(f, x, y, res)
-    # the spend: default search + probe (its lanes' steps + a K-class Jacobian), then 214-224 per search
-    base = search_gradients(search_config("l2", K), K) + CONFIG.probe_lanes * CONFIG.probe_steps + K
+    # the spend: default search + probe (its lanes' steps; the ratio test's Jacobian is off by default), then
+    # 214-224 per search
+    base = search_gradients(search_config("l2", K), K) + CONFIG.probe_lanes * CONFIG.probe_steps
     members = [m.gradients_for("l2", K) for m in escalation_members("l2", K, 2)]
     g = np.asarray(res.gradients)
     assert np.all(g[~esc] == base)
@@ -160,32 +161,47 @@ def test_same_key_same_result_and_padded_chunks_do_not_recompile(masked_run):
     np.testing.assert_array_equal(np.asarray(other.distance)[3:], np.asarray(first.distance)[3:])
 
 
-def test_the_batch_rule_escalates_the_sure_points_of_a_masked_batch():
-    """Six masked points (the nearer adversarials past the threshold) and six whose nearest adversarial is a
-    short linear step (the default search is exact there: judged sure). The first escalation search moves the
-    masked ones, so with the batch rule (``spread``) the sure points get it too: flagged escalated, charged
-    for it, never farther; without it they keep the default search's result and cost."""
+def test_the_batch_rule_samples_the_sure_points_and_escalates_the_batch_only_where_the_sample_moves():
+    """The batch rule (``spread``): a sample of the points the per-point rule judged sure gets the first
+    escalation search; only when it moves at least half of them does the rest of the batch get it.
+
+    Masked: twelve masked points (the nearer adversarials past the threshold) and a probe with plain gradients
+    (``probe_noise=0``: zero there, so it misses them all and every point is judged sure). The escalation
+    searches' noisy gradients move the sample, so the whole batch is escalated and lands well below the fixed
+    search. Sure: six points whose nearest adversarial is a short linear step (the default search is exact
+    there): the sample of four gets its search, none moves, and the other two are never escalated."""
     f, x_m, y_m = _masked()
+    x = np.concatenate([x_m, np.clip(x_m[::-1] + 0.01, 0.0, 1.0)]).astype(np.float32)
+    y = np.asarray(jnp.argmax(f(x), -1)).astype(np.int32)
+    assert np.all(y == 0)
+    blind = dict(max_searches=2, chunk=4, probe_noise=0.0, sample=0.1, spread_min=2)   # a sample of 4
+    alone = adaptive_distance(f, x, y, norm="l2", key=KEY, config=AdaptiveConfig(spread=None, **blind))
+    both = adaptive_distance(f, x, y, norm="l2", key=KEY, config=AdaptiveConfig(spread=0.25, **blind))
+    fixed = attacks.minimal_distance(f, x, y, norm="l2", key=KEY)
+    assert not np.asarray(alone.escalated).any()                     # the per-point rule saw nothing
+    np.testing.assert_array_equal(np.asarray(alone.distance), np.asarray(fixed.distance))
+    assert np.asarray(both.escalated).all()                          # the sample moved: everyone
+    d_both, d_fixed = np.asarray(both.distance), np.asarray(fixed.distance)
+    assert np.all(d_both <= d_fixed) and np.mean(d_both < 0.8 * d_fixed) >= 0.75
+    first = escalation_members("l2", K, 1)[0].gradients_for("l2", K)
+    assert np.all(np.asarray(both.gradients) >= np.asarray(alone.gradients) + first)
+    _recheck(f, x, y, both)
+
     _, V, b = _model(np.zeros((K, D_THR), np.float32))
     x_s = _points()
     v1 = V[1] / np.dot(V[1], V[1])
     x_s[:, D_THR:] = 0.5 + 0.97 * v1                    # class 1's logit 0.97 against class 0's 1: a short step
-    x = np.concatenate([x_m, x_s]).astype(np.float32)
-    y = np.asarray(jnp.argmax(f(x), -1)).astype(np.int32)
-    assert np.all(y == 0) and x.min() >= 0 and x.max() <= 1
-    cfg = AdaptiveConfig(max_searches=2, chunk=4, spread=None)
-    alone = adaptive_distance(f, x, y, norm="l2", key=KEY, config=cfg)
-    both = adaptive_distance(f, x, y, norm="l2", key=KEY, config=AdaptiveConfig(max_searches=2, chunk=4,
-                                                                                spread=0.5, spread_min=2))
-    esc_alone, esc_both = np.asarray(alone.escalated), np.asarray(both.escalated)
-    assert esc_alone[:N].all() and not esc_alone[N:].any()          # the per-point rule: masked ones only
-    assert esc_both.all()                                            # the batch rule: everyone
-    d_alone, d_both = np.asarray(alone.distance), np.asarray(both.distance)
-    assert np.all(d_both <= d_alone)
-    np.testing.assert_array_equal(d_both[:N], d_alone[:N])          # the masked points: the same searches
-    first = escalation_members("l2", K, 1)[0].gradients_for("l2", K)
-    assert np.all(np.asarray(both.gradients)[N:] >= np.asarray(alone.gradients)[N:] + first)
-    _recheck(f, x, y, both)
+    y_s = np.asarray(jnp.argmax(f(x_s), -1)).astype(np.int32)
+    assert np.all(y_s == 0) and x_s.min() >= 0 and x_s.max() <= 1
+    cfg = AdaptiveConfig(max_searches=2, chunk=4, sample=0.1, spread_min=2)       # 4 (the fewest)
+    res = adaptive_distance(f, x_s, y_s, norm="l2", key=KEY, config=cfg)
+    fixed = attacks.minimal_distance(f, x_s, y_s, norm="l2", key=KEY)
+    np.testing.assert_array_equal(np.flatnonzero(np.asarray(res.escalated)), [0, 2, 3, 5])   # evenly spaced
+    assert not np.asarray(res.unsure).any()
+    np.testing.assert_allclose(np.asarray(res.distance), np.asarray(fixed.distance), rtol=1e-3)
+    g = np.asarray(res.gradients)
+    assert g[1] == g[4] == g[0] - first
+    _recheck(f, x_s, y_s, res)
 
 
 def test_bad_input_raises_before_compilation():
@@ -203,7 +219,7 @@ def test_bad_input_raises_before_compilation():
         adaptive_distance(f, x, y, norm="l2", key=KEY, config={"max_searches": 2})
     assert traced == []                    # refused before the model was even traced
     for name, bad in (("max_searches", -1), ("max_searches", 1.5), ("chunk", 0), ("rtol", 1.5),
-                      ("linear_ratio", 0.9), ("probe_steps", 1), ("spread", 1.5), ("spread_min", 0)):
+                      ("linear_ratio", 0.9), ("probe_steps", 1), ("spread", 1.5), ("spread_min", 0), ("sample", 0), ("sample", 1.5)):
         with pytest.raises(ValueError, match=name):
             AdaptiveConfig(**{name: bad})
     with pytest.raises(ValueError, match="eps_max"):

@@ -169,3 +169,27 @@ def test_models_by_zoo_name_checkpoint_and_callable(tmp_path, monkeypatch):
     assert m.label == "identity" and m.identity.startswith("callable:")
     d = load_data("digits", "test", n=50, seed=1)
     assert d.x.shape == (50, 8, 8, 1) and len(np.unique(d.y)) > 5
+
+
+def test_the_attacks_fingerprint_follows_the_code_and_not_the_docstrings(tmp_path):
+    """Saved runs are keyed by the attacks' code: a docstring or comment edit keeps them, a code edit does not."""
+    import shutil
+
+    import attacks
+    from rcurves.pipeline.evaluation import attacks_fingerprint
+
+    root = os.path.dirname(os.path.abspath(attacks.__file__))
+    for name in os.listdir(root):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(root, name), tmp_path / name)
+    first = attacks_fingerprint(str(tmp_path))
+    assert first == attacks_fingerprint()
+    path = tmp_path / "refine.py"
+    src = path.read_text()
+    path.write_text(src.replace('"""Boundary search along a ray', '"""A reworded docstring.\n\nBoundary search', 1)
+                    + "\n# a comment\n")
+    attacks_fingerprint.cache_clear()                  # computed once per process and folder
+    assert attacks_fingerprint(str(tmp_path)) == first
+    path.write_text(src + "\nEXTRA = 1\n")
+    attacks_fingerprint.cache_clear()
+    assert attacks_fingerprint(str(tmp_path)) != first

@@ -186,6 +186,60 @@ def test_distances_of_a_linear_model_bound_the_exact_ones_from_above(tmp_path):
         np.testing.assert_array_equal(d, expect)
 
 
+def test_points_another_norm_beats_get_the_escalation_searches_and_the_result_is_kept(tmp_path):
+    """``escalate_beaten``: where another norm's adversarial (``upper``) beats a point's adaptive distance by
+    more than ``rtol``, the adaptive attack runs again there with that bound, and its own re-checked
+    adversarial replaces the distance; other points are untouched, and the second run is kept and reused."""
+    from rcurves.pipeline.runner import CROSS_FILE, escalate_beaten
+
+    rng = np.random.default_rng(3)
+    W, b = rng.normal(size=(3, 6)), rng.normal(size=3) * 0.1
+    f = multiclass_linear(W, b)
+    x = rng.random((12, 6)).astype(np.float32) * 0.5 + 0.25
+    y = np.asarray(np.argmax(x @ W.T + b, axis=1))
+    y[0] = (y[0] + 1) % 3                                   # misclassified: distance 0, never touched
+    cfg = DistanceConfig(norm="l2", bounds=None, eps_max=4.0)
+    assert cfg.adaptive
+    out = str(tmp_path / "l2")
+    res = run_chunked(make_distance_fn(f, cfg), x, y, key=KEY, out_dir=out, config=cfg.to_dict(), chunk_size=6,
+                      progress=False)
+    exact = exact_multiclass(W, b, x, y, "l2")
+    beaten = np.zeros(12, bool)
+    beaten[[2, 5, 9]] = True
+    # a weak search there (1.5x the distance found), and another norm's adversarial within 1% of the exact one
+    res["pgd"][beaten] *= 1.5
+    res["distance"][beaten] *= 1.5
+    upper = np.where(beaten, 1.01 * exact, np.inf)
+    upper[0] = 0.0
+    before = {k: v.copy() for k, v in res.items()}
+    escalate_beaten(f, cfg, x, y, KEY, res, upper, run_dir=out, chunk=4)
+    d = res["pgd"]
+    assert np.all(d[beaten] < before["pgd"][beaten] / 1.4)                  # lowered
+    assert np.all(d[beaten] >= exact[beaten] * (1 - 1e-5))                   # never below the exact distance
+    np.testing.assert_allclose(d[beaten], exact[beaten], rtol=0.02)          # Lemma 1: the search is exact
+    np.testing.assert_array_equal(res["distance"], np.minimum(before["distance"], d))
+    assert np.all(res["escalated"][beaten] == 1)
+    assert np.all(res["gradients"][beaten] > before["gradients"][beaten] + 224)
+    for k in ("pgd", "distance", "gradients", "escalated"):
+        np.testing.assert_array_equal(res[k][~beaten], before[k][~beaten])
+    assert os.path.exists(os.path.join(out, CROSS_FILE))
+
+    def boom(x_):
+        raise AssertionError("recomputed")
+
+    again = {k: v.copy() for k, v in before.items()}
+    escalate_beaten(boom, cfg, x, y, KEY, again, upper, run_dir=out, chunk=4)     # kept: the model is never run
+    for k in ("pgd", "distance", "gradients", "escalated"):
+        np.testing.assert_array_equal(again[k], res[k])
+    # nothing beaten, or not the adaptive attack: no-ops
+    same = {k: v.copy() for k, v in before.items()}
+    escalate_beaten(boom, cfg, x, y, KEY, same, np.full(12, np.inf), run_dir=out)
+    escalate_beaten(boom, DistanceConfig(norm="l2", adaptive=False, bounds=None, eps_max=4.0), x, y, KEY, same,
+                    upper, run_dir=out)
+    for k in same:
+        np.testing.assert_array_equal(same[k], before[k])
+
+
 def test_distance_config_validation():
     with pytest.raises(ValueError, match="cw"):
         DistanceConfig(norm="linf", cw=True)
