@@ -190,11 +190,14 @@ def loop_model(logits_fn: Callable, shape=None) -> Callable:
     at the first call). Off with ``RCURVES_XLA_DEFAULTS=1`` or
     ``RCURVES_CONV_REWRITE=0`` (the rewrite alone; the patches hold ``kh kw``
     times the activations of each convolution, which
-    ``benchmarks/model_scale.py`` measures), and on other backends; a model
+    ``benchmarks/model_scale.py`` measures), for one model by wrapping it in
+    :class:`PlainConvolutions` (what ``chunk_size="auto"`` does where the
+    rewrite does not fit in memory), and on other backends; a model
     that cannot be traced apart from the attack (it closes over a tracer of
     the user's transformation) is left as it is.
     """
-    if (os.environ.get("RCURVES_XLA_DEFAULTS", "") not in ("", "0") or os.environ.get("RCURVES_CONV_REWRITE") == "0"
+    if (isinstance(logits_fn, PlainConvolutions)
+            or os.environ.get("RCURVES_XLA_DEFAULTS", "") not in ("", "0") or os.environ.get("RCURVES_CONV_REWRITE") == "0"
             or jax.default_backend() != "cpu"):
         return logits_fn
     from attacks.convrewrite import has_conv, patches_model
@@ -209,6 +212,48 @@ def loop_model(logits_fn: Callable, shape=None) -> Callable:
         return patches_model(logits_fn) if convolves(shape) else logits_fn
     patched = patches_model(logits_fn)
     return lambda xb: patched(xb) if convolves(xb.shape, jnp.result_type(xb)) else logits_fn(xb)
+
+
+@jax.tree_util.register_pytree_node_class
+class PlainConvolutions:
+    """``logits_fn`` itself, marked so that :func:`loop_model` leaves its convolutions as they are (no
+    patches rewrite): the same function, with the memory of the plain convolutions (``kh kw`` times less
+    for each convolution's input than the rewrite) at their speed on XLA:CPU.
+
+    A pytree callable whose only child is ``logits_fn``: a pytree ``logits_fn``'s arrays stay traced
+    arguments of the attack programs (one program per architecture), and a closure stays static. Two
+    wrappers of the same ``logits_fn`` are equal (one compiled program). Unwrapped by
+    :func:`plain_convolutions` ``(..., False)`` -> ``fn.fn``.
+    """
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, x):
+        return self.fn(x)
+
+    def tree_flatten(self):
+        return (self.fn,), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0])
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PlainConvolutions) and other.fn is self.fn
+
+    def __hash__(self) -> int:
+        return hash((PlainConvolutions, id(self.fn)))
+
+    def __repr__(self) -> str:
+        return f"PlainConvolutions({self.fn!r})"
+
+
+def plain_convolutions(logits_fn: Callable, plain: bool = True) -> Callable:
+    """``logits_fn`` for the attacks with (``plain``) or without the conv rewrite switched off for it (see
+    :class:`PlainConvolutions`); the model's function is unchanged either way."""
+    inner = logits_fn.fn if isinstance(logits_fn, PlainConvolutions) else logits_fn
+    return PlainConvolutions(inner) if plain else inner
 
 
 class Program:
@@ -307,5 +352,5 @@ def program(*, static_argnames: Sequence[str] = ()) -> Callable[[Callable], Prog
     return lambda fun: Program(fun, static_argnames)
 
 
-__all__ = ["Program", "WORKAROUND", "compiler_options", "gradient_caller", "gradient_is_written", "loop_model",
-           "materialize", "program"]
+__all__ = ["PlainConvolutions", "Program", "WORKAROUND", "compiler_options", "gradient_caller", "gradient_is_written",
+           "loop_model", "materialize", "plain_convolutions", "program"]

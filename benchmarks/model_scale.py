@@ -25,7 +25,8 @@ what the weights learned), with its parameters as data (a pytree callable,
   memory (temporaries + arguments + outputs) per point of a chunk, and the
   chunk ``evaluate(..., chunk_size="auto")`` would choose for a budget of
   ``--budget-mb`` (``rcurves.pipeline.memory.auto_chunk_size``: the largest
-  chunk up to 100 whose memory, with its safety factor, fits);
+  chunk up to 100 whose memory, with its safety factor, fits; ``auto_rewrite``
+  False where one point fits only without the conv rewrite, below);
 * for the ResNets also with ``RCURVES_CONV_REWRITE=0``: the attacks compute
   ``lax.conv`` as patch matrices inside their loops on XLA:CPU
   (``attacks.xla.loop_model``), which holds ``kh kw`` = 9 times each
@@ -131,7 +132,8 @@ def bench(name, cfg, n, chunks, repeats, key, conv_rewrite=True, budget_mb=1024)
     from rcurves.pipeline.memory import auto_chunk_size
 
     choice = auto_chunk_size(f2, cfg.input_shape, "linf", budget_bytes=int(budget_mb * 2 ** 20))
-    row.update(mb_per_point=choice.per_point_bytes / 2 ** 20, auto_chunk=choice.chunk, auto_fits=choice.fits)
+    row.update(mb_per_point=choice.per_point_bytes / 2 ** 20, auto_chunk=choice.chunk, auto_fits=choice.fits,
+               auto_rewrite=choice.rewrite)
     return row
 
 
@@ -179,7 +181,7 @@ def main(argv=None):
             jax.clear_caches()
     os.environ.pop("RCURVES_CONV_REWRITE", None)
     cols = ["model", "params", "first_s", "second_ckpt_s", "warm_s", "second_over_warm", "compiles_second",
-            "x_floor"] + [f"temp_mb@{c}" for c in chunks] + ["mb_per_point", "auto_chunk"]
+            "x_floor"] + [f"temp_mb@{c}" for c in chunks] + ["mb_per_point", "auto_chunk", "auto_rewrite"]
     C.print_table(rows, cols, title=f"default l_inf search on {n} points (random weights)")
     out["targets"] = [{"model": r["model"], "second_within_10%": r["second_over_warm"] <= TARGET_SECOND,
                        "no_recompilation": r["compiles_second"] == 0, "x_floor<=1.15": r["x_floor"] <= TARGET_RATIO}

@@ -276,13 +276,17 @@ def compute_distances(
             run_dir = run_dirs[norm] = os.path.join(out_dir, "runs", f"{_safe_name(label)}__{norm}")
             config = {"model": m.identity, "distance": cfg.to_dict(), "attacks_code": attacks_fingerprint(),
                       "outputs": "adversarial norms"}
-            chunk = chunk_size
+            chunk, fn = chunk_size, m.logits_fn
             if chunk == "auto":   # the largest chunk (<= 100) whose search program fits half the free memory
+                from attacks.xla import plain_convolutions
                 from rcurves.pipeline.memory import auto_chunk_size
 
-                chunk = auto_chunk_size(m.logits_fn, data.x.shape[1:], norm, bounds=bounds).chunk
+                choice = auto_chunk_size(m.logits_fn, data.x.shape[1:], norm, bounds=bounds)
+                chunk = choice.chunk
+                if not choice.rewrite:   # the conv rewrite does not fit: the model's own convolutions (the
+                    fn = plain_convolutions(m.logits_fn)   # same function; not part of the run's identity)
             out[label][norm] = run_chunked(
-                make_distance_fn(m.logits_fn, cfg), data.x, data.y,
+                make_distance_fn(fn, cfg), data.x, data.y,
                 key=jax.random.PRNGKey(seed), out_dir=run_dir, config=config,
                 chunk_size=min(chunk, data.x.shape[0]), resume=resume, on_mismatch=on_mismatch,
                 progress=progress, desc=f"{label} {norm}", devices=None if devices == 1 else devices,
@@ -344,6 +348,9 @@ def evaluate(
         largest chunk (at most 100) whose attack program fits half the memory
         available now, from XLA's memory analysis of the compiled search
         (``rcurves.pipeline.memory``; two extra compilations per model and norm).
+        Where not even one point fits with the conv-as-patches rewrite of
+        XLA:CPU, that model and norm run without it (two more compilations):
+        slower, within the memory.
       devices: local devices to spread chunks over.
       progress: tqdm bars.
 

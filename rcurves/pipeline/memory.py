@@ -19,6 +19,18 @@ the free memory of the first device where the runtime reports it, else the
 host's ``MemAvailable``). It costs two compilations of the search program
 (seconds on a CNN), so it is opt-in: ``evaluate(..., chunk_size="auto")``,
 ``rcurves curves --chunk-size auto``.
+
+**The conv rewrite, where it must.** When not even one point fits the budget
+with the rewrite (``ChunkChoice.fits`` would be False), the same fit is
+measured with the model's convolutions left as they are
+(``attacks.xla.PlainConvolutions``; two more compilations), and where that
+fits, the choice says ``rewrite=False``: ``evaluate`` then runs that model and
+norm without the rewrite, slower per gradient on XLA:CPU (ResNet-20: about
+4.6x, ``docs/attacks.md``) but within the memory. Whenever one point fits with
+the rewrite it is kept (a chunk of one point runs at nearly the speed per
+point of a large one on a CPU; the rewrite's speed-up does not shrink with
+the chunk). A model without convolutions compiles to the same program either
+way, so nothing changes for it.
 """
 from __future__ import annotations
 
@@ -46,8 +58,10 @@ class ChunkChoice:
       chunk: points per chunk (``1 <= chunk <= max_chunk``).
       fixed_bytes, per_point_bytes: the fit ``bytes(n) = fixed + per_point * n``.
       budget_bytes: the memory planned for.
-      fits: whether ``SAFETY * bytes(chunk) <= budget`` (False only when even one point does not fit:
-        the chunk is then 1, and the run may still fail for lack of memory).
+      fits: whether ``SAFETY * bytes(chunk) <= budget`` (False only when even one point does not fit, with
+        the rewrite or without: the chunk is then 1, and the run may still fail for lack of memory).
+      rewrite: whether the attacks keep ``attacks.xla.loop_model``'s conv-as-patches rewrite (False: the
+        fit is that of the model with its convolutions as they are, ``attacks.xla.PlainConvolutions``).
     """
 
     chunk: int
@@ -55,6 +69,7 @@ class ChunkChoice:
     per_point_bytes: int
     budget_bytes: int
     fits: bool
+    rewrite: bool = True
 
     def bytes_for(self, n: int) -> int:
         return int(self.fixed_bytes + self.per_point_bytes * n)
@@ -83,11 +98,13 @@ def available_bytes() -> int:
 
 
 def program_bytes(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str, n: int, *,
-                  bounds=(0.0, 1.0), n_classes: Optional[int] = None) -> int:
+                  bounds=(0.0, 1.0), n_classes: Optional[int] = None, rewrite: bool = True) -> int:
     """Bytes of the default ``norm`` radius search compiled for a chunk of ``n`` points of ``input_shape``
-    (XLA's ``memory_analysis``: temporaries + arguments + outputs). Compiles, does not run."""
+    (XLA's ``memory_analysis``: temporaries + arguments + outputs), with or without (``rewrite=False``) the
+    conv-as-patches rewrite. Compiles, does not run."""
     from attacks import checks
     from attacks.minimal import _minimal_jit, search_config
+    from attacks.xla import plain_convolutions
 
     norm = checks.check_norm(norm)
     n = checks.check_positive_int(n, "n")
@@ -98,7 +115,7 @@ def program_bytes(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str, 
 
         n_classes = _n_classes(logits_fn, jax.ShapeDtypeStruct((1,) + shape, jnp.float32))
     cfg = search_config(norm, n_classes)
-    lowered = _minimal_jit.lower(logits_fn, x, jax.ShapeDtypeStruct((n,), jnp.int32),
+    lowered = _minimal_jit.lower(plain_convolutions(logits_fn, not rewrite), x, jax.ShapeDtypeStruct((n,), jnp.int32),
                                  jax.ShapeDtypeStruct((n, 2), jnp.uint32), jax.ShapeDtypeStruct((n,), jnp.float32),
                                  cfg=cfg, bounds=checks.check_bounds(bounds))
     ma = lowered.compile().memory_analysis()
@@ -120,14 +137,30 @@ def auto_chunk_size(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str
     if budget_bytes is None:
         budget_bytes = int(fraction * available_bytes())
     budget_bytes = checks.check_positive_int(int(budget_bytes), "budget_bytes")
-    a, b = PROBE_SIZES
-    ba = program_bytes(logits_fn, input_shape, norm, a, bounds=bounds)
-    bb = program_bytes(logits_fn, input_shape, norm, b, bounds=bounds)
-    per_point = max(1, int(np.ceil((bb - ba) / (b - a))))
-    fixed = max(0, ba - per_point * a)
-    room = budget_bytes / SAFETY - fixed
-    chunk = int(min(max_chunk, max(1, np.floor(room / per_point))))
-    return ChunkChoice(chunk, fixed, per_point, budget_bytes, bool(SAFETY * (fixed + per_point * chunk) <= budget_bytes))
+    def fit(rewrite: bool) -> ChunkChoice:
+        a, b = PROBE_SIZES
+        ba = program_bytes(logits_fn, input_shape, norm, a, bounds=bounds, rewrite=rewrite)
+        bb = program_bytes(logits_fn, input_shape, norm, b, bounds=bounds, rewrite=rewrite)
+        per_point = max(1, int(np.ceil((bb - ba) / (b - a))))
+        fixed = max(0, ba - per_point * a)
+        room = budget_bytes / SAFETY - fixed
+        chunk = int(min(max_chunk, max(1, np.floor(room / per_point))))
+        fits = bool(SAFETY * (fixed + per_point * chunk) <= budget_bytes)
+        return ChunkChoice(chunk, fixed, per_point, budget_bytes, fits, rewrite)
+
+    with_rewrite = fit(True)
+    if with_rewrite.fits or not _convolves(logits_fn, input_shape):
+        return with_rewrite
+    plain = fit(False)
+    # the plain convolutions where they fit, or where neither fits, whichever needs less for one point
+    return plain if plain.fits or plain.bytes_for(1) < with_rewrite.bytes_for(1) else with_rewrite
+
+
+def _convolves(logits_fn: Callable, input_shape: Tuple[int, ...]) -> bool:
+    """Whether the attacks would rewrite ``logits_fn``'s convolutions (XLA:CPU, a convolution in its graph)."""
+    from attacks.xla import loop_model
+
+    return loop_model(logits_fn, (1,) + tuple(input_shape)) is not logits_fn
 
 
 __all__ = ["ChunkChoice", "DEFAULT_FRACTION", "PROBE_SIZES", "SAFETY", "auto_chunk_size", "available_bytes",
