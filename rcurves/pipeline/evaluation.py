@@ -270,7 +270,7 @@ def compute_distances(
     out: Distances = {}
     for label, m in models.items():
         out[label] = {}
-        configs, run_dirs = {}, {}
+        configs, run_dirs, fns = {}, {}, {}
         for norm in norms:
             cfg = configs[norm] = attack.distance_config(norm, bounds, (eps_max or {}).get(norm))
             run_dir = run_dirs[norm] = os.path.join(out_dir, "runs", f"{_safe_name(label)}__{norm}")
@@ -285,6 +285,7 @@ def compute_distances(
                 chunk = choice.chunk
                 if not choice.rewrite:   # the conv rewrite does not fit: the model's own convolutions (the
                     fn = plain_convolutions(m.logits_fn)   # same function; not part of the run's identity)
+            fns[norm] = fn
             out[label][norm] = run_chunked(
                 make_distance_fn(fn, cfg), data.x, data.y,
                 key=jax.random.PRNGKey(seed), out_dir=run_dir, config=config,
@@ -297,7 +298,7 @@ def compute_distances(
             if others:
                 cross = np.minimum.reduce(others)
                 # the adaptive attack's cross-norm rule: points another norm's adversarial beats get more searches
-                escalate_beaten(m.logits_fn, configs[norm], data.x, data.y, jax.random.PRNGKey(seed),
+                escalate_beaten(fns[norm], configs[norm], data.x, data.y, jax.random.PRNGKey(seed),
                                 out[label][norm], cross, run_dir=run_dirs[norm])
                 out[label][norm]["cross"] = cross
                 out[label][norm]["distance"] = np.minimum(out[label][norm]["distance"], cross)
