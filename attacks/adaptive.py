@@ -245,9 +245,9 @@ class AdaptiveResult(NamedTuple):
         (default search + probe + its escalation searches).
       escalated: ``(n,)`` bool, the point got at least one escalation search
         because it was in doubt (judged unsure after the probe, or by the
-        batch rule, and ``max_searches > 0``). A point of the batch rule's
-        sample that the search did not move is not escalated: it was
-        measured, and its search shows in ``gradients``.
+        batch rule, and ``max_searches > 0``). When the batch rule does not
+        fire, a point of its sample that the search did not move is not
+        escalated: it was measured, and its search shows in ``gradients``.
       unsure: ``(n,)`` bool, the point is still in doubt at the end:
         unbroken, or judged unsure and not settled, its last escalation
         search having lowered its distance by more than ``rtol`` when the
@@ -420,8 +420,9 @@ def adaptive_distance(
 
     Not traceable: which points get more searches is decided on the host
     (call it outside ``jit``; each of its programs is jitted). Point ``i``'s
-    result depends only on its key and its inputs, not on the other points
-    of the batch or of its escalation chunk.
+    result depends on its key and its inputs, not on the other points of its
+    escalation chunk; with the batch rule (``config.spread``, on by default)
+    whether it gets a search also depends on its batch's sample.
     """
     norm = checks.check_norm(norm)
     if not isinstance(config, AdaptiveConfig):
@@ -472,11 +473,14 @@ def adaptive_distance(
         gradients[idx] += member.gradients_for(norm, n_classes)
         escalated[idx] = True
 
-    # the batch rule's sample: evenly spaced among the points judged sure (big enough batches only)
-    sure = np.flatnonzero(~unsure & (d0 > 0))
-    batch_rule = (config.spread is not None and members and np.count_nonzero(d0 > 0) >= config.spread_min
-                  and sure.size > 0)
-    size = min(max(4, math.ceil(config.sample * np.count_nonzero(d0 > 0))), sure.size)
+    # the batch rule's sample: evenly spaced among the points judged sure (big enough batches only); rows
+    # that repeat an earlier row's key (a runner's padding of its last chunk) neither count nor get sampled
+    distinct = np.zeros(n, bool)
+    distinct[np.unique(np.asarray(keys).reshape(n, -1), axis=0, return_index=True)[1]] = True
+    sure = np.flatnonzero(~unsure & (d0 > 0) & distinct)
+    n_ok = np.count_nonzero((d0 > 0) & distinct)
+    batch_rule = config.spread is not None and members and n_ok >= config.spread_min and sure.size > 0
+    size = min(max(4, math.ceil(config.sample * n_ok)), sure.size)
     sample = sure[np.unique(np.linspace(0, sure.size - 1, size).round().astype(int))] \
         if batch_rule else np.zeros(0, int)
     in_sample = np.zeros(n, bool)
@@ -488,15 +492,18 @@ def adaptive_distance(
             break
         escalate(j, member, idx)
         if j == 0 and sample.size:
-            unsure |= in_sample & moving              # a sample point the search moved was in doubt after all
-            escalated[in_sample & ~moving] = False    # the others were measured, not escalated (their search
-            #                                           shows in their gradients)
             if np.mean(moving[sample]) >= config.spread:
-                # the batch rule: the search moved most of the sample; the other "sure" points get it too
-                rest = np.flatnonzero(~escalated & (d0 > 0))
+                # the batch rule: the search moved enough of the sample; every point of the batch is in doubt,
+                # and the ones that did not have it get it too
+                unsure[sample] = True
+                rest = np.flatnonzero(~escalated & (d0 > 0) & distinct)
                 if rest.size:
                     escalate(j, member, rest)
                     unsure[rest] = True
+            else:
+                unsure |= in_sample & moving          # a sample point the search moved was in doubt after all
+                escalated[in_sample & ~moving] = False   # the others were measured, not escalated (their
+                #                                          search shows in their gradients)
     return AdaptiveResult(jnp.asarray(dist), jnp.asarray(x_adv), jnp.asarray(np.isfinite(dist)),
                           jnp.asarray(gradients.astype(np.int32)), jnp.asarray(escalated),
                           jnp.asarray(moving & (dist > 0)))

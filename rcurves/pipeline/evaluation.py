@@ -194,8 +194,12 @@ def attacks_fingerprint(root: Optional[str] = None) -> str:
     for name in sorted(os.listdir(root)):
         if name.endswith(".py"):
             h.update(name.encode())
-            with open(os.path.join(root, name), encoding="utf-8") as f:
-                h.update(code_digest(f.read()).encode())
+            with open(os.path.join(root, name), "rb") as f:
+                raw = f.read()
+            try:
+                h.update(code_digest(raw.decode("utf-8")).encode())
+            except (SyntaxError, UnicodeDecodeError, ValueError):   # not parseable: its text counts
+                h.update(hashlib.sha256(raw).hexdigest().encode())
     return h.hexdigest()[:16]
 
 
@@ -270,7 +274,7 @@ def compute_distances(
     out: Distances = {}
     for label, m in models.items():
         out[label] = {}
-        configs, run_dirs, fns = {}, {}, {}
+        configs, run_dirs, fns, chunks = {}, {}, {}, {}
         for norm in norms:
             cfg = configs[norm] = attack.distance_config(norm, bounds, (eps_max or {}).get(norm))
             run_dir = run_dirs[norm] = os.path.join(out_dir, "runs", f"{_safe_name(label)}__{norm}")
@@ -285,7 +289,7 @@ def compute_distances(
                 chunk = choice.chunk
                 if not choice.rewrite:   # the conv rewrite does not fit: the model's own convolutions (the
                     fn = plain_convolutions(m.logits_fn)   # same function; not part of the run's identity)
-            fns[norm] = fn
+            fns[norm], chunks[norm] = fn, min(chunk, data.x.shape[0])
             out[label][norm] = run_chunked(
                 make_distance_fn(fn, cfg), data.x, data.y,
                 key=jax.random.PRNGKey(seed), out_dir=run_dir, config=config,
@@ -299,7 +303,7 @@ def compute_distances(
                 cross = np.minimum.reduce(others)
                 # the adaptive attack's cross-norm rule: points another norm's adversarial beats get more searches
                 escalate_beaten(fns[norm], configs[norm], data.x, data.y, jax.random.PRNGKey(seed),
-                                out[label][norm], cross, run_dir=run_dirs[norm])
+                                out[label][norm], cross, run_dir=run_dirs[norm], chunk=chunks[norm])
                 out[label][norm]["cross"] = cross
                 out[label][norm]["distance"] = np.minimum(out[label][norm]["distance"], cross)
     return out

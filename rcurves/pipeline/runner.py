@@ -255,27 +255,35 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
 CROSS_FILE = "cross_escalation.npz"
 
 
+#: ``fold_in`` salt of :func:`escalate_beaten`'s keys: its searches are fresh ones, not the first run's again
+CROSS_SALT = 0x63726F73
+
+
 def escalate_beaten(logits_fn: Callable, cfg: DistanceConfig, x, y, key, result: Dict[str, np.ndarray],
-                    upper: np.ndarray, run_dir: Optional[str] = None, chunk: int = 32) -> Dict[str, np.ndarray]:
+                    upper: np.ndarray, run_dir: Optional[str] = None, chunk: int = 100) -> Dict[str, np.ndarray]:
     """The adaptive attack's cross-norm rule, after a norm's chunked run: points another norm's adversarial beats.
 
     ``upper`` ``(n,)`` is the smallest norm (in ``cfg.norm``) of the other
     norms' verified adversarials (``evaluate``'s ``'cross'``; ``inf`` where
-    none). A correctly classified point whose adaptive distance ``'pgd'``
-    exceeds ``(1 + rtol) * upper`` (``attacks.adaptive.AdaptiveConfig.rtol``)
-    is unsure: ``attacks.adaptive_distance`` runs again on those points only,
-    with their keys (``fold_in(key, i)``: the same default search and probe)
-    and ``upper``, so each gets the escalation searches; their own
-    adversarials, re-checked, replace ``'pgd'`` (and ``'distance'``) where
-    closer. ``upper`` itself is not copied in (``evaluate`` takes that
-    minimum afterwards, as ``'cross'``). The points run in batches padded to
-    ``chunk`` (copies of the last point): one program shape.
+    none). A correctly classified point that the first run did not escalate
+    and whose adaptive distance ``'pgd'`` exceeds ``(1 + rtol) * upper``
+    (``attacks.adaptive.AdaptiveConfig.rtol``) is unsure:
+    ``attacks.adaptive_distance`` runs again on those points with ``upper``
+    and fresh keys (``fold_in(fold_in(key, i), CROSS_SALT)``: its searches
+    are not the first run's again), so each gets an independent default
+    search, the probe and the escalation searches; their own adversarials,
+    re-checked, replace ``'pgd'`` (and ``'distance'``) where closer.
+    ``upper`` itself is not copied in (``evaluate`` takes that minimum
+    afterwards, as ``'cross'``). Points the first run escalated already had
+    the searches and are left alone. The points run in pieces of ``chunk``
+    (the run's chunk size), each padded with copies of its last point: the
+    run's program shapes and memory.
 
-    Returns ``result`` updated in place (``'pgd'``, ``'distance'``, the
+    Returns ``result`` updated in place (``'pgd'``, ``'distance'``, and the
     points' ``'gradients'`` (plus everything the second run spent) and
     ``'escalated'``). A no-op unless ``cfg.adaptive``. With ``run_dir``, the
     second run's results are kept in ``run_dir/CROSS_FILE`` keyed by the
-    points, their bounds and the run's manifest, and reused.
+    points, their bounds, ``chunk`` and the run's manifest, and reused.
     """
     import hashlib
 
@@ -285,10 +293,11 @@ def escalate_beaten(logits_fn: Callable, cfg: DistanceConfig, x, y, key, result:
         return result
     own = result["pgd"]
     upper = np.asarray(upper, np.float64)
-    idx = np.flatnonzero((own > 0) & (upper * (1.0 + AdaptiveConfig().rtol) < own))
+    done = result["escalated"] > 0 if "escalated" in result else np.zeros(own.shape, bool)
+    idx = np.flatnonzero((own > 0) & ~done & (upper * (1.0 + AdaptiveConfig().rtol) < own))
     if idx.size == 0:
         return result
-    h = hashlib.sha256(idx.astype(np.int64).tobytes() + upper[idx].tobytes())
+    h = hashlib.sha256(idx.astype(np.int64).tobytes() + upper[idx].tobytes() + str(int(chunk)).encode())
     if run_dir is not None and os.path.exists(os.path.join(run_dir, MANIFEST)):
         with open(os.path.join(run_dir, MANIFEST), "rb") as f:
             h.update(f.read())
@@ -299,17 +308,23 @@ def escalate_beaten(logits_fn: Callable, cfg: DistanceConfig, x, y, key, result:
         try:
             with np.load(path) as z:
                 if str(z["tag"]) == tag:
-                    new = {k: z[k] for k in ("distance", "gradients")}
-        except (OSError, ValueError, KeyError):
+                    new = {k: z[k] for k in ("distance", "gradients", "escalated")}
+        except Exception:  # noqa: BLE001 - a damaged file is recomputed
             new = None
     if new is None:
-        pad = (-idx.size) % chunk
-        padded = np.concatenate([idx, np.full(pad, idx[-1])])
-        res = attacks.adaptive_distance(
-            logits_fn, np.asarray(x[padded]), np.asarray(y)[padded], norm=cfg.norm, key=point_keys(_raw_key(key), padded),
-            eps_max=cfg.eps_max, bounds=cfg.bounds, upper=upper[padded])
-        new = {"distance": to_host(res.distance)[:idx.size].astype(np.float64),
-               "gradients": to_host(res.gradients)[:idx.size].astype(np.float64)}
+        salted = jax.vmap(lambda k: jax.random.fold_in(k, CROSS_SALT))
+        parts = []
+        for start in range(0, idx.size, chunk):
+            piece = idx[start:start + chunk]
+            padded = np.concatenate([piece, np.full(chunk - piece.size, piece[-1])])
+            res = attacks.adaptive_distance(
+                logits_fn, np.asarray(x[padded]), np.asarray(y)[padded], norm=cfg.norm,
+                key=salted(point_keys(_raw_key(key), padded)), eps_max=cfg.eps_max, bounds=cfg.bounds,
+                upper=upper[padded])
+            parts.append({"distance": to_host(res.distance)[:piece.size].astype(np.float64),
+                          "gradients": to_host(res.gradients)[:piece.size].astype(np.float64),
+                          "escalated": to_host(res.escalated)[:piece.size].astype(np.float64)})
+        new = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         if path is not None:
             atomic_write_bytes(path, _npz_bytes({**new, "tag": np.asarray(tag)}))
     d = new["distance"]
@@ -317,7 +332,7 @@ def escalate_beaten(logits_fn: Callable, cfg: DistanceConfig, x, y, key, result:
     result["distance"][idx] = np.minimum(result["distance"][idx], d)
     if "gradients" in result:
         result["gradients"][idx] += new["gradients"]
-        result["escalated"][idx] = 1.0
+        result["escalated"][idx] = 1.0     # in doubt, and it got a second, independent adaptive run
     return result
 
 

@@ -172,10 +172,15 @@ def test_the_batch_rule_samples_the_sure_points_and_escalates_the_batch_only_whe
     there): the sample of four gets its search (paid for, but not escalated), none moves, and the other two
     get nothing."""
     f, x_m, y_m = _masked()
-    x = np.concatenate([x_m, np.clip(x_m[::-1] + 0.01, 0.0, 1.0)]).astype(np.float32)
+    _, V, b = _model(np.zeros((K, D_THR), np.float32))
+    x_s = _points()
+    v1 = V[1] / np.dot(V[1], V[1])
+    x_s[:, D_THR:] = 0.5 + 0.97 * v1                    # class 1's logit 0.97 against class 0's 1: a short step
+    # 12 masked points, then 4 of the short-step ones: the sample of 4 (points 0, 5, 10, 15) is 3 masked + 1 exact
+    x = np.concatenate([x_m, np.clip(x_m[::-1] + 0.01, 0.0, 1.0), x_s[:4]]).astype(np.float32)
     y = np.asarray(jnp.argmax(f(x), -1)).astype(np.int32)
     assert np.all(y == 0)
-    blind = dict(max_searches=2, chunk=4, probe_noise=0.0, sample=0.1, spread_min=2)   # a sample of 4
+    blind = dict(max_searches=2, chunk=4, probe_noise=0.0, sample=0.1, spread_min=2)
     alone = adaptive_distance(f, x, y, norm="l2", key=KEY, config=AdaptiveConfig(spread=None, **blind))
     both = adaptive_distance(f, x, y, norm="l2", key=KEY, config=AdaptiveConfig(spread=0.25, **blind))
     fixed = attacks.minimal_distance(f, x, y, norm="l2", key=KEY)
@@ -183,15 +188,14 @@ def test_the_batch_rule_samples_the_sure_points_and_escalates_the_batch_only_whe
     np.testing.assert_array_equal(np.asarray(alone.distance), np.asarray(fixed.distance))
     assert np.asarray(both.escalated).all()                          # the sample moved: everyone
     d_both, d_fixed = np.asarray(both.distance), np.asarray(fixed.distance)
-    assert np.all(d_both <= d_fixed) and np.mean(d_both < 0.8 * d_fixed) >= 0.75
+    assert np.all(d_both <= d_fixed) and np.mean(d_both[:12] < 0.8 * d_fixed[:12]) >= 0.75
     first = escalation_members("l2", K, 1)[0].gradients_for("l2", K)
-    assert np.all(np.asarray(both.gradients) >= np.asarray(alone.gradients) + first)
+    g_both, g_alone = np.asarray(both.gradients), np.asarray(alone.gradients)
+    assert np.all(g_both >= g_alone + first)
+    # the exact points (the sample's point 15 and the batch's 12-14): one search each, charged once
+    np.testing.assert_array_equal(g_both[12:], g_alone[12:] + first)
     _recheck(f, x, y, both)
 
-    _, V, b = _model(np.zeros((K, D_THR), np.float32))
-    x_s = _points()
-    v1 = V[1] / np.dot(V[1], V[1])
-    x_s[:, D_THR:] = 0.5 + 0.97 * v1                    # class 1's logit 0.97 against class 0's 1: a short step
     y_s = np.asarray(jnp.argmax(f(x_s), -1)).astype(np.int32)
     assert np.all(y_s == 0) and x_s.min() >= 0 and x_s.max() <= 1
     cfg = AdaptiveConfig(max_searches=2, chunk=4, sample=0.1, spread_min=2)       # 4 (the fewest)
