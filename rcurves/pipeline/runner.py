@@ -203,6 +203,10 @@ def make_distance_fn(logits_fn: Callable, cfg: DistanceConfig) -> ChunkFn:
     With ``cfg.adaptive`` (the default), ``'pgd'`` is ``attacks.adaptive_distance``'s
     distance and ``'gradients'`` / ``'escalated'`` say per point what it spent
     (gradient evaluations, CW's not counted) and whether it got more searches.
+    Its batch rule decides per chunk, so with it a point's result may depend on
+    the other points of its chunk (and on ``chunk_size``), unlike the
+    contract :func:`run_chunked` states for ``fn``; a resumed run keeps its
+    chunk size, so it is reproducible.
 
     ``keys`` is ``(n, 2)``, one key per point. ``'pgd'`` is the radius-search
     distance, ``'cw'`` the Carlini-Wagner one (when ``cfg.cw``), and
