@@ -82,25 +82,31 @@ classes for l_inf and l_2), plus ``probe_lanes * probe_steps`` for the probe
 sample included; ``AdaptiveResult.gradients``).
 
 Measured (``benchmarks/attack_quality.py --only default,adaptive,ensemble
---budgets 1000 --norms l2 --n-cnn 64``: 64 uniformly random held-out points
-of 5k MNIST, seed 0, against the smallest verified distance of the three
-rows, a 1,000-gradient ensemble included; 90th percentile of ``distance /
-best - 1``; gradients per point over the fixed default's 224):
+--budgets 1000 --norms l2 --n-cnn 64 --reference 2000``: 64 uniformly random
+held-out points, seed 0, against the smallest verified distance of the
+rows, a 1,000- and an independent 2,000-gradient ensemble included; 90th
+percentile of ``distance / best - 1``; gradients per point over the fixed
+default's 224):
 
-* the l_inf 0.3 AT CNN, l_2 (masked near the data): 24.8% (the fixed
-  default) -> 3.1% at 2.39x, 95% escalated (the batch rule fired); the rule
-  before this one (the ratio test, a batch rule on the escalated points):
-  13.3% at 1.71x on the same points;
-* the l_inf 0.1 AT CNN: 8.3% -> 6.4% at 1.16x (1.6% escalated; the batch
+* the l_inf 0.3 AT CNN, l_2 (masked near the data): 25.7% (the fixed
+  default) -> 5.6% at 2.39x, 95% escalated (the batch rule fired); on full
+  MNIST 126% -> 11.7% at 2.78x (the 1,000-gradient ensemble: 3.7% and
+  8.1%). In l_inf both are 1.27-1.29% off with or without the rule, which
+  escalates nothing there (no point moves by ``rtol``);
+* the l_inf 0.1 AT CNN: 9.8% -> 8.3% at 1.16x (1.6% escalated; the batch
   rule's sample of 7 points measured, and it did not fire);
-* the l_2 1.5 AT CNN: 1.85% -> 1.85% at 1.13x, none escalated (the ratio
+* the l_2 1.5 AT CNN: 2.18% -> 2.18% at 1.13x, none escalated (the ratio
   test had taken it to 1.56x for nothing);
-* the ST CNN: 0.11% -> 0.07% at 1.12x, none escalated.
+* the ST CNN: 0.24% -> 0.24% at 1.12x, none escalated.
 
-Issue 35's target on the masked model (3% at 2x) is met in quality, not in
-cost (2.39x: most points get both searches); on the models in between the
-sample alone costs 0.1x, which with the probe puts them at 1.12-1.16x
-against the 1.15x asked.
+Issue 35's target on the masked models (3% in l_2, 1% in l_inf, at 2x) is
+not met. ``docs/attacks.md`` lists what else was tried on the escalation
+(one search per point, cheaper or warm-started searches, FMN refinement,
+the l_inf adversarial, other noise): at equal gradients this rule is about
+as good as the ensemble, and quality on these models grows with the number
+of independent noisy searches; on the models in between the sample alone
+costs 0.1x, which with the probe puts them at 1.12-1.16x against the 1.15x
+asked.
 
     res = attacks.adaptive.adaptive_distance(logits_fn, x, y, norm="l2", key=key)
     res.distance, res.gradients, res.escalated, res.unsure      # (n,) each

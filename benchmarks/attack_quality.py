@@ -43,8 +43,8 @@ ensemble's further searches only on the points judged unsure. Its budget
 varies per point: ``grad/pt`` is the mean of its ``gradients`` (that of the
 ``default`` row is ``search_gradients`` of the default schedule, of the other
 rows ``G``), ``escalated_%`` the share of points that got further searches.
-Issue 35's targets for it: on the masked model (l_2 on the l_inf 0.3 AT CNN,
-``MASKED``) the 90th-percentile excess at most 3% at no more than twice the
+Issue 35's targets for it: on the masked models (l_2 on the l_inf 0.3 AT CNNs
+of 5k and full MNIST, ``MASKED``) the 90th-percentile excess at most 3% at no more than twice the
 default's gradients per point; on the smooth ones (``SMOOTH``: the ST
 models and the digits MLPs) no worse than the default at no more than 1.15
 times its gradients.
@@ -71,6 +71,13 @@ speed is measured by ``attack_overhead.py`` and ``vs_foolbox.py``.
     python benchmarks/attack_quality.py --quick          # digits MLP, 32 points, 100 gradients
     python benchmarks/attack_quality.py --models digits-mlp-st --no-foolbox
     python benchmarks/attack_quality.py --quick --only default,adaptive,ensemble   # those rows only
+
+``--reference G`` adds an independent ``G``-gradient ensemble (its own key)
+whose distances only sharpen the best known: the excess of a row is only as
+meaningful as the reference is strong (on the masked l_inf 0.3 AT CNNs, l_2,
+64 random points of seed 0, the 1,000-gradient ensemble is itself 3.7% (5k
+MNIST) and 8.1% (full MNIST) above the best distance at the 90th percentile
+once a 2,000-gradient one is in the run).
 """
 from __future__ import annotations
 
@@ -97,7 +104,9 @@ BOUNDS = (0.0, 1.0)
 PGD_RADII = {100: 5, 300: 10, 1000: 25}
 #: (model, norm) where the default search's gradients are masked (issue 35): the adaptive row's target there
 #: is a 90th-percentile excess of at most 3% at no more than twice the default's gradients per point.
-MASKED = {("mnist-cnn-at-linf-0.3", "l2")}
+MASKED = {("mnist-cnn-at-linf-0.3", "l2"), ("mnist-full-cnn-at-linf-0.3", "l2")}
+#: ``fold_in`` salt of the ``--reference`` ensemble's key (independent of every row's).
+REFERENCE_SALT = 0x52454600
 #: models whose default search is already close to the best known: there the adaptive row must be no worse
 #: than the default at no more than 1.15 times its gradients per point.
 SMOOTH = ("digits-mlp-st", "digits-mlp-at-linf-0.1", "mnist-mlp-st", "mnist-cnn-st")
@@ -208,6 +217,12 @@ def run_model(name: str, args, key, fb):
             plan += [(a, G, a, fn) for a, fn in ours(norm, G, K, key).items()]
         if args.only:
             plan = [p for p in plan if any(p[2] == o or p[2].startswith(o) or p[0] == o for o in args.only)]
+        if args.reference:
+            # a stronger, independent ensemble: it only sharpens the best known distance
+            ref_key = jax.random.fold_in(key, REFERENCE_SALT)
+            plan.append(("reference", args.reference, "reference ensemble",
+                         lambda f_, x_, y_, G=args.reference: attacks.MinimalResult(*attacks.ensemble(
+                             f_, x_, y_, norm=norm, key=ref_key, attacks=default_attacks(norm, G, K))[:3])))
         default_g = search_gradients(search_config(norm, K), K)
         for attack, G, label, fn in plan:
             t0 = time.perf_counter()
@@ -269,6 +284,9 @@ def main(argv=None):
     p.add_argument("--norms", default="linf,l2")
     p.add_argument("--budgets", default="100,300,1000", help="gradient evaluations per point")
     p.add_argument("--no-foolbox", action="store_true")
+    p.add_argument("--reference", type=int, default=0,
+                   help="also run an independent ensemble of this many gradients per point, only to sharpen the "
+                        "best known distance (e.g. 2000); 0: none")
     p.add_argument("--only", default="", help="comma-separated rows to run (a label or its start: default, "
                    "adaptive, ensemble, minimal, fmn, ddn, cw); default all")
     args = p.parse_args(argv)
@@ -290,7 +308,7 @@ def main(argv=None):
     key = jax.random.PRNGKey(args.seed)
     out = {"benchmark": "attack_quality", "machine": C.machine_info(),
            "config": {"models": args.models, "norms": args.norms, "budgets": args.budgets, "n": args.n,
-                      "n_cnn": args.n_cnn, "foolbox": getattr(fb, "__version__", None)}, "models": []}
+                      "n_cnn": args.n_cnn, "reference": args.reference, "foolbox": getattr(fb, "__version__", None)}, "models": []}
     rows = []
     out["rows"] = rows   # filled in place, model by model
     for name in [s.strip() for s in args.models.split(",") if s.strip()]:

@@ -194,10 +194,75 @@ def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
         assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (i, res, m)
 
 
+def test_second_layer_by_split_corrections_equals_the_full_pull_back_and_holds_on_the_subdomain(monkeypatch):
+    """``BaBConfig.first_splits``: the second layer's bounds on a subdomain as the root's pull-back plus one
+    correction per split first-layer unit (``bab._second_layer``) equal the full pull-back through the
+    subdomain's relaxation (CROWN, as ``recompute`` did) while at most ``S`` first-layer units are split;
+    with more (the extra splits keep the root's relaxation, which holds on the whole ball) as with fewer,
+    the lower and upper bounds contain the true pre-activations of random points of the subdomain (sound),
+    and the search on them stays below the grid's minimum margin."""
+    net = _random_mlp([6, 32, 24, 3], 5)
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0))
+    prep = cb.prepare(net, bc)
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
+    y = int(np.argmax(np.asarray(net.logits(x[None]))[0]))
+    eps = jnp.float32(0.4)
+    root = bab._root(prep, jnp.asarray(x), jnp.int32(y), eps, bab.bab_config(bc, 64))
+    l0, u0 = (np.asarray(v).reshape(-1) for v in root.bounds[0])
+    unstable = np.flatnonzero((l0 < 0) & (u0 > 0))
+    assert unstable.size >= 12, unstable.size
+    dense1 = [layer for layer in net.layers if isinstance(layer, certify.Dense)]
+
+    def full(s0):
+        l = np.where(s0 < 0, np.maximum(l0, 0), l0)
+        u = np.where(s0 > 0, np.minimum(u0, 0), u0)
+        lam, b = cb._both(prep.jacs[1], prep.consts[1])
+        lam, b = cb.backsub(prep, [cb.relax(jnp.asarray(l), jnp.asarray(u))], lam, b, 1)
+        return np.asarray(cb.concretize(lam, b, jnp.asarray(x), eps, bc)[0])
+
+    S = 4
+    fast = jax.jit(bab._second_layer(prep, root, jnp.asarray(x), eps, bc, None, S))
+    monkeypatch.setattr(bab, "FIRST_JACOBIAN_MAX", 0)      # the first layer's rows by its transpose instead
+    by_transpose = jax.jit(bab._second_layer(prep, root, jnp.asarray(x), eps, bc, None, S))
+    pts0 = np.clip(x + eps * rng.uniform(-1, 1, (40000, 6)), -1, 1).astype(np.float32)
+    z1 = pts0 @ np.asarray(dense1[0].w).T + np.asarray(dense1[0].b)
+    z2 = np.maximum(z1, 0) @ np.asarray(dense1[1].w).T + np.asarray(dense1[1].b)
+    checked = 0
+    for trial in range(21):
+        k = trial % 7 + 1                                        # 1..7 split units: some above S
+        s0 = np.zeros(l0.size, np.int8)
+        pick = rng.choice(unstable, k, replace=False)
+        s0[pick] = rng.choice([-1, 1], k)
+        a, b = np.asarray(fast(jnp.asarray(s0))), full(s0)
+        np.testing.assert_allclose(np.asarray(by_transpose(jnp.asarray(s0))), a, rtol=1e-5, atol=1e-5)
+        tol = 1e-4 * (1 + np.abs(b))
+        if k <= S:
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+            assert np.all(np.abs(a - b) <= tol), k
+        inside = np.all(np.where(s0 < 0, z1 >= 0, True) & np.where(s0 > 0, z1 <= 0, True), axis=1)
+        if inside.any():
+            m = z2.shape[1]
+            lo, hi = a[:m], -a[m:]
+            zi = z2[inside]
+            assert np.all(zi >= lo - 1e-4 * (1 + np.abs(zi))) and np.all(zi <= hi + 1e-4 * (1 + np.abs(zi)))
+            checked += 1
+    assert checked >= 8, checked
+    monkeypatch.undo()
+    net2 = _random_mlp([2, 24, 24, 24, 3], 4)         # 2-D: the grid's minimum margin is known
+    for s_ in (2,):
+        cfg = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 256, steps=10,
+                             first_splits=s_)
+        for i, (xb, yb, e, m) in enumerate(_balls(net2, 2, (0.95, 1.03), 1)):
+            res = bab.bab_search(net2, xb, yb, e, cfg)
+            assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (s_, i, res, m)
+
+
 def test_bad_branch_and_bound_settings_are_value_errors_naming_them():
     bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
     for kw, name in (({"branching": "best"}, "branching"), ({"recompute": "some"}, "recompute"),
-                     ({"tighten": -1}, "tighten"), ({"tighten": 2.5}, "tighten"), ({"tighten": True}, "tighten")):
+                     ({"tighten": -1}, "tighten"), ({"tighten": 2.5}, "tighten"), ({"tighten": True}, "tighten"),
+                     ({"first_splits": -1}, "first_splits"), ({"first_splits": 1.5}, "first_splits")):
         with pytest.raises(ValueError, match=f"^{name}: "):
             bab.bab_config(bc, 64, **kw)
 
