@@ -173,9 +173,9 @@ class BaBConfig:
         mode) was tried and dropped: on the same MLP it bounded about 2x
         the subdomains per second (the recomputed rows' back-substitution
         through the first layer was most of a subdomain's cost: 1.9 against
-        4.5-6.1 ms, before ``first_splits`` made the second layer's cheap), but its bounds were weaker: of 12 boxes proved by both,
-        the largest proof took 3,009 subdomains and 6.4 s against 497 and
-        2.0 s, and on 4 open boxes its lower bounds after 50 s were lower
+        4.5-6.1 ms, before ``first_splits`` made the second layer's cheap),
+        but its bounds were weaker: of 12 boxes proved by both, the largest proof took 3,009 subdomains and 6.4 s
+        against 497 and 2.0 s, and on 4 open boxes its lower bounds after 50 s were lower
         (-2.35 against -2.11, -4.63 against -3.78).
       candidates: units 'fsb' scores per subdomain (see the module doc: 8
         is a compromise between the random MLPs, where 16 proved more, and
@@ -187,12 +187,12 @@ class BaBConfig:
       first_splits: how the second hidden layer's bounds are recomputed per subdomain. The first layer's
         bounds are exact intervals, so on a subdomain its relaxation differs from the root's only at its
         split units, and the second layer's rows pulled back to the input are the root's (computed once per
-        ball) plus one correction per split first-layer unit: ``(2R, S) @ (S, D)`` for ``S =
-        first_splits`` instead of the full pull-back ``(2R, H_1) @ (H_1, D)`` per subdomain (see
-        :func:`_second_layer`). Equal to the full recompute on every subdomain with at most ``S`` split
-        first-layer units; one with more keeps the root's relaxation at the split units past the first
-        ``S`` (sound: it holds on the whole ball, so on the subdomain; concretized over the ball it is
-        not always looser than the exact one). 0: the full pull-back every time.
+        program call, outside the map over its subdomains) plus one correction per split first-layer unit:
+        ``(2R, S) @ (S, D)`` for ``S = first_splits`` instead of the full pull-back
+        ``(2R, H_1) @ (H_1, D)`` per subdomain (see :func:`_second_layer`). Equal to the full recompute
+        on every subdomain with at most ``S`` split first-layer units; one with more keeps the root's relaxation at
+        the split units past the first ``S`` (sound: it holds on the whole ball, so on the subdomain; concretized
+        over the ball it is not always looser than the exact one). 0: the full pull-back every time.
     """
 
     bound: BoundConfig
@@ -376,10 +376,10 @@ def _second_layer(prep: Prepared, root: Root, x, eps, bcfg: BoundConfig, r, n_sp
 
         lam_k = A_root_k + sum_{i split} dg_ki J_i,    bias_k = b_root_k + sum_{i split} (neg_ki dtu_i + dg_ki c_i),
 
-    ``A_root (2R, D)`` and ``b_root`` the root's pull-back (computed once), ``J_i`` row ``i`` of the first
-    block's linear map and ``c_i`` its bias, ``dg_ki = pos_ki dsl_i + neg_ki dsu_i`` (``pos``/``neg`` the
-    parts of the row's coefficient over unit ``i``, ``dsl``/``dsu``/``dtu`` the change of the lower slope,
-    upper slope and upper intercept). The first ``n_splits`` split units (in index order) are corrected;
+    ``A_root (2R, D)`` and ``b_root`` the root's pull-back (once per call, not per subdomain), ``J_i`` row
+    ``i`` of the first block's linear map and ``c_i`` its bias, ``dg_ki = pos_ki dsl_i + neg_ki dsu_i``
+    (``pos``/``neg`` the parts of the row's coefficient over unit ``i``, ``dsl``/``dsu``/``dtu`` the change of the
+    lower slope, upper slope and upper intercept). The first ``n_splits`` split units (in index order) are corrected;
     any further ones keep the root's relaxation, which holds on the whole ball (sound)."""
     net = prep.net
     l0, u0 = root.bounds[0]
