@@ -223,6 +223,8 @@ def test_second_layer_by_split_corrections_equals_the_full_pull_back_and_holds_o
 
     S = 4
     fast = jax.jit(bab._second_layer(prep, root, jnp.asarray(x), eps, bc, None, S))
+    rows = jnp.asarray([0, 3, 7, 11, 3], jnp.int32)          # a subset of the second layer, one repeated (padding)
+    some = jax.jit(bab._second_layer(prep, root, jnp.asarray(x), eps, bc, rows, S))
     monkeypatch.setattr(bab, "FIRST_JACOBIAN_MAX", 0)      # the first layer's rows by its transpose instead
     by_transpose = jax.jit(bab._second_layer(prep, root, jnp.asarray(x), eps, bc, None, S))
     pts0 = np.clip(x + eps * rng.uniform(-1, 1, (40000, 6)), -1, 1).astype(np.float32)
@@ -236,6 +238,9 @@ def test_second_layer_by_split_corrections_equals_the_full_pull_back_and_holds_o
         s0[pick] = rng.choice([-1, 1], k)
         a, b = np.asarray(fast(jnp.asarray(s0))), full(s0)
         np.testing.assert_allclose(np.asarray(by_transpose(jnp.asarray(s0))), a, rtol=1e-5, atol=1e-5)
+        half, r_ = a.size // 2, np.asarray(rows)
+        np.testing.assert_allclose(np.asarray(some(jnp.asarray(s0))), np.concatenate([a[:half][r_], a[half:][r_]]),
+                                   rtol=1e-5, atol=1e-5)
         tol = 1e-4 * (1 + np.abs(b))
         if k <= S:
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
