@@ -121,6 +121,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from attacks.checks import check_positive_int
 from attacks.losses import margin
 from rcurves.certify.bounds import (
     BoundConfig, Prepared, Relax, _both, _box, _spec_start, backsub, concretize, hidden_bounds, margin_spec, relax,
@@ -284,6 +285,15 @@ class Root(NamedTuple):
     rest_ok: jax.Array
 
 
+def _layer_rows(prep: Prepared, j: int, r=None):
+    """``(lam (2R, *h_j), bias (2R,))``: hidden layer ``j``'s pre-activations of units ``r`` (all if None) as
+    rows over the previous activation, lower rows then negated upper rows (``bounds._both``)."""
+    jac, const = prep.jacs[j], prep.consts[j]
+    if r is not None:
+        jac, const = jac[r], const[r]
+    return _both(jac, const)
+
+
 def _tightened(prep: Prepared, x, eps, bcfg: BoundConfig, bounds, steps: int, lr: float = 0.1):
     """alpha-CROWN's bounds of the hidden pre-activations (Xu et al. 2021, "Fast and complete", section 3.1:
     the intermediate layers' slopes optimised for their own bounds), layer by layer from the second: the
@@ -308,7 +318,7 @@ def _tightened(prep: Prepared, x, eps, bcfg: BoundConfig, bounds, steps: int, lr
             continue
         m = math.prod(l0.shape)
         unstable = jnp.concatenate([(l0 < 0) & (u0 > 0)] * 2, axis=None)
-        lam, b = _both(prep.jacs[k - 1], prep.consts[k - 1])
+        lam, b = _layer_rows(prep, k - 1)
         base = [jnp.broadcast_to((u > -l).astype(jnp.float32), (2 * m,) + l.shape) for l, u in out]
 
         def lbs(a, lam=lam, b=b, k=k):
@@ -384,10 +394,7 @@ def _second_layer(prep: Prepared, root: Root, x, eps, bcfg: BoundConfig, r, n_sp
     net = prep.net
     l0, u0 = root.bounds[0]
     h1 = math.prod(l0.shape)
-    jac, const = prep.jacs[1], prep.consts[1]
-    if r is not None:
-        jac, const = jac[r], const[r]
-    lam, bias = _both(jac, const)
+    lam, bias = _layer_rows(prep, 1, r)
     rel0 = relax(l0, u0)
     a_root, b_root = backsub(prep, [rel0], lam, bias, 1)
     a_root = a_root.reshape(a_root.shape[0], -1)
@@ -455,11 +462,7 @@ def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
                 if j == 1 and second is not None:
                     lb = second(layers(sgn)[0])
                 else:
-                    jac, const = prep.jacs[j], prep.consts[j]
-                    if r is not None:
-                        jac, const = jac[r], const[r]
-                    lam, b = _both(jac, const)
-                    lam, b = backsub(prep, rels, lam, b, j)
+                    lam, b = backsub(prep, rels, *_layer_rows(prep, j, r), j)
                     lb = concretize(lam, b, x, eps, bcfg)[0]
                 half = lb.shape[0] // 2
                 if r is None:
@@ -727,13 +730,11 @@ def bab_config(bound: BoundConfig, budget: int, steps: int = 20, lr: float = 0.1
         raise ValueError(f"branching: expected one of {BRANCHING}, got {branching!r}")
     if recompute not in RECOMPUTE:
         raise ValueError(f"recompute: expected one of {RECOMPUTE}, got {recompute!r}")
-    if isinstance(tighten, bool) or not isinstance(tighten, (int, np.integer)) or tighten < 0:
-        raise ValueError(f"tighten: expected a non-negative number of Adam steps, got {tighten!r}")
-    if isinstance(first_splits, bool) or not isinstance(first_splits, (int, np.integer)) or first_splits < 0:
-        raise ValueError(f"first_splits: expected a non-negative number of split units, got {first_splits!r}")
+    tighten = check_positive_int(tighten, "tighten", minimum=0)
+    first_splits = check_positive_int(first_splits, "first_splits", minimum=0)
     return BaBConfig(bound=bound, batch=batch, budget=budget, capacity=budget + 2 * batch + 1, steps=steps, lr=lr,
                      branching=branching, candidates=max(1, int(candidates)), recompute=recompute,
-                     tighten=int(tighten), first_splits=int(first_splits))
+                     tighten=tighten, first_splits=first_splits)
 
 
 bab_jit = jax.jit(_bab_program, static_argnames=("cfg", "batch"))
