@@ -321,6 +321,7 @@ def test_bad_arguments_name_the_argument_before_anything_runs(monkeypatch):
         (dict(time_limit=float("nan")), "time_limit"),
         (dict(budget=2), "budget"),
         (dict(seed=0.5), "seed"),
+        (dict(per_margin="yes"), "per_margin"),
     ]
     for change, name in cases:
         kw = dict(net_or_model=net, x_lo=lo, x_hi=hi, label=0)
@@ -624,3 +625,66 @@ def test_branch_and_bound_stops_on_the_clock_and_on_nan(compiled, monkeypatch):
     monkeypatch.undo()
     res = bab.bab_search(rnet, x, 0, np.float32(np.nan), cfg)
     assert not res.verified and res.reason == "nan" and res.lower == -np.inf
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# branch and bound one margin at a time (the default) against the joint search
+
+
+def test_each_margin_on_its_own_proves_what_the_joint_search_proves_and_never_more_than_holds(compiled):
+    """On the near-radius boxes (true properties, most needing branching) and random boxes checked by the exact
+    MILP: every box the joint search proves, the per-margin search proves too, on the same total budget; no
+    answer contradicts the MILP or the sampled minimum; each margin lower bound is below the sampled one."""
+    joint_n = per_n = 0
+    for (ws, lo, hi, label, others, m), res in near_radius_results():
+        joint = verify(certify.mlp(ws), lo, hi, label, budget=BUDGET, per_margin=False)
+        assert res.status != "falsified" and joint.status != "falsified"
+        assert res.margin_lower <= m + 1e-5 and joint.margin_lower <= m + 1e-5
+        if joint.status == "verified":
+            joint_n += 1
+            assert res.status == "verified", (joint, res)
+        per_n += res.status == "verified"
+    assert joint_n >= 6 and per_n >= joint_n
+    rng = np.random.default_rng(17)
+    for seed in (0, 3, 5):
+        ws = weights(seed)
+        for eps in (0.4, 0.7, 1.0):
+            lo, hi, label = random_box(rng, ws, eps)
+            exact = milp_answer(ws, lo, hi, label, [j for j in range(3) if j != label])
+            res = verify(certify.mlp(ws), lo, hi, label, budget=BUDGET)
+            assert not (res.status == "verified" and exact == "violated"), (seed, eps, res)
+            assert not (res.status == "falsified" and exact == "holds"), (seed, eps, res)
+
+
+def test_per_margin_searches_the_lowest_margin_first_and_stops_at_the_first_it_does_not_prove(monkeypatch):
+    """``_per_margin`` on a fake branch and bound: margins CROWN proves are skipped, the others are searched
+    from the lowest CROWN bound up, each on the reduced network of that one class, with the budget the earlier
+    searches left; the first one not proven ends it, and the lower bound is the lowest over all margins."""
+    from rcurves.certify.bab import SearchResult
+
+    net = certify.mlp(weights(0, (4, 8, 8, 6)))
+    lo, hi = np.full(4, -0.5), np.full(4, 0.5)
+    others = (1, 2, 3, 4, 5)
+    crown = np.array([-0.5, 2.0, -3.0, -1.0, -2.0])        # margins of classes 1..5; class 2 proven by CROWN
+    calls = []
+    answers = {3: SearchResult(True, 0.25, 40, False, "verified", 0, 9),
+               5: SearchResult(True, 0.5, 1, True, "verified", 0, 1),
+               4: SearchResult(False, -0.75, 100, False, "time", 7, 30)}
+
+    def fake(rnet, deadline, budget, check=None, **kw):
+        z = np.asarray(rnet.logits(np.zeros((1, 4), np.float32)))[0]
+        ref = np.asarray(net.logits(np.zeros((1, 4), np.float32)))[0]       # the box's centre
+        cls = [j for j in others if np.isclose(z[1], ref[j], atol=1e-5)]
+        assert rnet.n_classes == 2 and np.isclose(z[0], ref[0], atol=1e-5) and len(cls) == 1
+        calls.append((cls[0], budget))
+        return answers[cls[0]]
+
+    monkeypatch.setattr(VERIFY, "_branch_and_bound", fake)
+    pm = VERIFY._per_margin(net, lo, hi, 0, others, crown, math.inf, 1000)
+    assert calls == [(3, 1000), (5, 960), (4, 959)]          # -3, -2, -1: then class 4 is not proven
+    assert pm.bb is answers[4] and pm.bounded == 141 and not pm.at_root
+    assert pm.lower == -0.75                                 # class 1 (-0.5, not searched) and 4 (-0.75)
+    calls.clear()
+    pm = VERIFY._per_margin(net, lo, hi, 0, others, crown, math.inf, 45)
+    assert calls == [(3, 45)] and pm.bb.reason == "budget" and pm.bounded == 40   # 5 left: no search starts
+    assert pm.lower == -2.0
