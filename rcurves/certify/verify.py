@@ -35,8 +35,10 @@ when it decides:
    CROWN at the root). Every subdomain it bounds also proposes a
    counterexample, its *primal* point (the vertex of the box where its
    optimised linear bound of the (worst) margin is lowest, as
-   alpha-beta-CROWN checks); the first one the model misclassifies (on any
-   class of ``others``) ends it 'falsified' (detail ``'bab'``).
+   alpha-beta-CROWN checks); those on which the searched margin (with
+   ``per_margin=False``, some margin) is not positive are re-checked on the
+   model over every class of ``others``, and the first one confirmed ends
+   it 'falsified' (detail ``'bab'``).
 
 Every candidate point of an attack, and the box's centre, is re-checked on
 the *original* model in float32 (the ``logits_fn`` of an ONNX file, not the
@@ -445,16 +447,19 @@ def _per_margin(net: Network, lo, hi, label: int, others: Sequence[int], crown, 
     """Branch and bound of each margin ``z_label - z_j`` on its own, the margins that CROWN does not prove
     (``crown (len(others),)``, its bounds) from the lowest up, each on :func:`box_network` of ``(label, j)``,
     until one is not proven (its search falsified it, ran out of time or budget, or is stuck). ``budget``:
-    subdomains over all margins. ``check``, ``kw``: as :func:`_branch_and_bound`.
+    subdomains over all margins (a margin's search starts only with at least 16 left, so every search runs
+    batches of 8 parents: one compiled program). ``check``, ``kw``: as :func:`_branch_and_bound`; a margin's
+    search offers ``check`` the primal points on which *its* margin is not positive in float32.
 
     The property is the conjunction over the margins, so it is proven when each margin is, each by a
     partition of the box of its own: a margin's search splits only where that margin's bound fails, and
     bounds one row per subdomain where the joint search bounds all of them (``BaBConfig.rows``) and refines
     every subdomain until its worst row is proven. On ``benchmarks/verify_speed.py``'s 784-256-256-10 MLP
-    (boxes at l_inf 0.02-0.05, 60 s, alone on 2 cores): 1,800 subdomains/s against 800 for the joint search
-    (9 rows), the 19,121-subdomain joint proof in 16.8 s instead of 27.5 s (27,160 subdomains over 8
-    margins), and on open boxes lower bounds after the same time well above the joint search's (-0.09
-    against -1.84, -1.70 against -2.93)."""
+    (boxes at l_inf 0.02-0.05, alone on 2 cores, ``BAB_CANDIDATES``): 1,350-2,000 subdomains/s against
+    600-890 for the joint search (9 rows); the joint search's 19,121-subdomain proof (25.5-27.5 s) in 11,582
+    subdomains over 8 margins and 8.4-9.7 s; on open boxes the searched margin's bound rises further than
+    the joint search's lowest bound (-0.36 after 60 s against -0.98; -0.53 after 30 s against -2.18 after
+    60 s), but none of the 24 boxes the joint search leaves open within 60 s is decided."""
     from rcurves.certify.bab import SearchResult
 
     crown = np.asarray(crown, np.float64)
@@ -464,7 +469,7 @@ def _per_margin(net: Network, lo, hi, label: int, others: Sequence[int], crown, 
     for j in np.argsort(crown, kind="stable"):               # NaN last; the hardest margin first
         if crown[j] > 0:
             continue
-        if budget - bounded < 8:
+        if budget - bounded < 16:
             bb = SearchResult(False, -math.inf, 0, False, "budget", 0, 0)
             break
         rnet = box_network(net, lo, hi, label, [others[j]])
@@ -501,10 +506,10 @@ def verify(
       label: the class that must stay on top.
       others: the classes compared with ``label`` (default: all others, "label stays the argmax").
       time_limit: seconds (``inf`` for none); checked between stages and between branch-and-bound batches.
-      budget: most subdomains bounded by branch and bound over all margins (at most ``budget + 31``),
+      budget: most subdomains bounded by branch and bound over all margins (at most ``budget + 15``),
         between 8 and ``MAX_BUDGET``. It caps the memory (the undecided subdomains, each with its split
-        signs and optimised slopes and multipliers: about ``2 * 4 + 1`` bytes per hidden unit per margin
-        row, 4.6 kB for 512 units; with ``per_margin=False``, 9 rows: 37 kB), not the time per subdomain:
+        signs and optimised slopes and multipliers: about ``2 * 4`` bytes per hidden unit per margin row
+        and one for the sign, 4.6 kB for 512 units; with ``per_margin=False``, 9 rows: 37 kB), not the time per subdomain:
         the frontier grows as needed.
       per_margin: branch and bound on each unproven margin on its own (True, the default), or one joint
         search of all of them (``bab.BaBConfig.rows``: a subdomain is split until its worst margin is
@@ -518,7 +523,7 @@ def verify(
 
     Raises:
       ValueError: naming the argument (model, box shapes, ``x_lo > x_hi``, label, others, time_limit,
-        budget, seed), before any compilation; or the ONNX reader's / converter's error naming the node.
+        budget, seed, per_margin), before any compilation; or the ONNX reader's / converter's error naming the node.
 
     Example::
 
