@@ -21,7 +21,10 @@ Branch and bound (the loop of alpha-beta-CROWN, Wang et al. 2021,
    (or empty: some unit's bounds crossed) and puts the others in the frontier;
 3. until the frontier is empty (certified), or it fails: the ``budget`` of
    subdomains bounded is spent, the frontier (``capacity`` slots) overflows, or a
-   subdomain whose bound fails has no unstable unit left to split.
+   subdomain whose bound fails has no unstable unit left to split (in
+   :func:`bab_search`, only when the exact LP of such a subdomain,
+   :func:`_exact_leaf`, neither proves it nor yields a confirmed
+   counterexample).
 
 Each subdomain is bounded by alpha-beta-CROWN (Wang et al. 2021, eq. 5-7):
 
@@ -126,7 +129,7 @@ from attacks.losses import margin
 from rcurves.certify.bounds import (
     BoundConfig, Prepared, Relax, _both, _box, _spec_start, backsub, concretize, hidden_bounds, margin_spec, relax,
 )
-from rcurves.certify.layers import block_jacobian, block_transpose, forward
+from rcurves.certify.layers import block_apply, block_jacobian, block_transpose, forward
 
 
 #: The branching rules of :class:`BaBConfig`.
@@ -574,6 +577,7 @@ def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
             return lb, choose(best_p, sgn, sb, rels, best), best_p, primal_point(best_p, sgn, sb, best)
         return lb, choose(best_p, sgn, sb, rels, best), best_p
 
+    bound_one.sub_bounds = sub_bounds
     return bound_one, init_params, total
 
 
@@ -757,7 +761,8 @@ class SearchResult(NamedTuple):
       bounded: subdomains bounded, the root included.
       at_root: verified by the root's bound, before any split.
       reason: why the search stopped: 'verified', 'falsified' (a counterexample, ``x_adv``), 'time',
-        'budget', 'stuck' (a subdomain whose bound fails has no unstable ReLU left), 'rows' (a margin
+        'budget', 'stuck' (a subdomain whose bound fails has no unstable ReLU left and whose exact LP
+        neither proves it nor gives a counterexample: l_2, HiGHS failing, float rounding), 'rows' (a margin
         outside the ``rows`` branched on fails at the root) or 'nan' (a NaN bound: never proven).
       left: undecided subdomains when it stopped.
       peak: the most undecided subdomains held at once (the frontier's high-water mark).
@@ -811,6 +816,66 @@ def _search_split(prep, root, x, y, eps, parents, units, params, rows=None, *, c
     lb, nxt, kp, pts = jax.vmap(functools.partial(bound_one, primal=True))(kids, warm)
     z = prep.net.logits(pts.reshape((pts.shape[0],) + tuple(prep.net.input_shape)))
     return kids, lb, nxt, kp, pts, -jax.vmap(margin, in_axes=(0, None))(z, y)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def _leaf_bounds(prep, root, x, eps, sgn, rows=None, *, cfg: BaBConfig):
+    """The hidden pre-activation bounds ``[(l, u), ...]`` of the subdomain ``sgn (H,)`` (as :func:`_search_split`
+    bounds it: the same recomputed rows)."""
+    return _bounder(prep, root, x, eps, cfg, rows)[0].sub_bounds(sgn)[0]
+
+
+#: An exact leaf counts as proven when its LP minimum exceeds this (HiGHS's feasibility tolerance is 1e-7).
+LEAF_TOL = 1e-5
+
+
+def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig):
+    """The exact smallest margin over a subdomain with no unstable unit left, by linear programming.
+
+    On such a subdomain every hidden unit has one state (active where its bounds are ``l >= 0``, inactive
+    where ``u <= 0``), so the network is affine there and the subdomain is the polytope of the l_inf box
+    (clipped to the domain) where every pre-activation has its sign: ``min_x c_r . x + d_r`` over it, per
+    branched margin row ``r`` (``root.lam0``, ``root.b0``), is an LP (HiGHS, float64 on the float32 weights).
+
+    Returns ``(value, point)``: the smallest margin and a point of the box attaining it (``(D,)`` float64);
+    ``(inf, None)`` when the polytope is empty (no point of the ball is in the subdomain); None when the LP is
+    not available (not l_inf, a unit still unstable, or HiGHS failed)."""
+    from scipy.optimize import linprog
+
+    if cfg.bound.norm != "linf":
+        return None
+    xf = np.asarray(x, np.float64).reshape(-1)
+    lo, hi = xf - float(eps), xf + float(eps)
+    if cfg.bound.domain is not None:
+        lo, hi = np.clip(lo, *cfg.bound.domain), np.clip(hi, *cfg.bound.domain)
+    a_mat, a_vec = np.eye(xf.size), np.zeros(xf.size)
+    rows_a, rows_b = [], []
+    for k, (l, u) in enumerate(leaf_bounds):
+        l, u = np.asarray(l, np.float64).reshape(-1), np.asarray(u, np.float64).reshape(-1)
+        active, inactive = l >= 0, u <= 0
+        if not np.all(active | inactive):
+            return None
+        jac = np.asarray(block_jacobian(net.blocks[k], net.shapes[k], net.shapes[k + 1]), np.float64)
+        jac = jac.reshape(jac.shape[0], -1)
+        const = np.asarray(block_apply(net.blocks[k], jnp.zeros(net.shapes[k], jnp.float32)), np.float64).reshape(-1)
+        z_mat, z_vec = jac @ a_mat, jac @ a_vec + const
+        sign = np.where(active, -1.0, 1.0)                 # active: -z <= 0; inactive: z <= 0
+        rows_a.append(sign[:, None] * z_mat)
+        rows_b.append(-sign * z_vec)
+        a_mat, a_vec = z_mat * active[:, None], z_vec * active
+    lam = np.asarray(root.lam0, np.float64).reshape(root.lam0.shape[0], -1)
+    c_rows, d_rows = lam @ a_mat, lam @ a_vec + np.asarray(root.b0, np.float64)
+    a_ub, b_ub = np.concatenate(rows_a), np.concatenate(rows_b)
+    best, point = math.inf, None
+    for c, d in zip(c_rows, d_rows):
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=np.stack([lo, hi], 1), method="highs")
+        if res.status == 2:                                # infeasible: the subdomain holds no point
+            return math.inf, None
+        if res.status != 0:
+            return None
+        if res.fun + d < best:
+            best, point = float(res.fun + d), np.clip(res.x, lo, hi)
+    return best, point
 
 
 class _Pool:
@@ -946,6 +1011,24 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(params)]
         return np.asarray(kids), np.asarray(lb), np.asarray(nxt), leaves, pts, np.asarray(marg)
 
+    def exact(sgn):
+        """A subdomain with no unstable unit left (the network is affine on it): its exact minimum by an LP
+        (:func:`_exact_leaf`). The bound (> ``LEAF_TOL``) where it proves it, 'falsified' where the LP's point
+        is a confirmed counterexample, else None (stuck)."""
+        leaf = _exact_leaf(net, root, _leaf_bounds(prep, root, x, eps, jnp.asarray(sgn), rows, cfg=pcfg), x, eps,
+                           cfg)
+        if leaf is None:
+            return None
+        value, point = leaf
+        if value > LEAF_TOL:
+            return value
+        if point is not None:
+            z = net.logits(jnp.asarray(point, jnp.float32).reshape((1,) + shape))
+            m_pt = -np.asarray(jax.vmap(margin, in_axes=(0, None))(z, y))
+            if refuted(point[None], m_pt, np.ones(1, bool)):
+                return "falsified"
+        return None
+
     # the root: B copies, not split (unit -1), of which the first is kept
     _, lb_r, nxt_r, p_r, pts_r, m_r = split(
         np.zeros((B, total), np.int8), np.full(B, -1, np.int32),
@@ -969,6 +1052,11 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
     if refuted(pts_r[:1], m_r[:1], np.ones(1, bool)):
         return done(False, "falsified", lb_r)
     if nxt_r < 0:
+        leaf = exact(np.zeros(total, np.int8))
+        if leaf == "falsified":
+            return done(False, "falsified", lb_r)
+        if leaf is not None:
+            return done(True, "verified", leaf)
         return done(False, "stuck", lb_r)
     pool = _Pool(np.zeros((1, total), np.int8), np.array([lb_r], np.float32), np.array([nxt_r], np.int32), p_r)
     proven, bounded, peak, reason = math.inf, 1, 1, "verified"
@@ -995,6 +1083,15 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
             reason = "falsified"
             break
         shut = klb > 0                            # proven (inf: empty, no point of the ball)
+        for i in np.flatnonzero(~shut & (knxt < 0)):
+            leaf = exact(kids[i])
+            if leaf == "falsified":
+                reason = "falsified"
+                break
+            if leaf is not None:
+                shut[i], klb[i] = True, leaf
+        if reason == "falsified":
+            break
         if shut.any():
             proven = min(proven, float(np.min(klb[shut])))
         open_ = ~shut

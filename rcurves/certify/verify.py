@@ -29,7 +29,8 @@ when it decides:
    yet): a proof with every margin proven there is reported as stage
    ``'crown'``. It ends 'unknown' when the time or the budget is out, or for
    good when a subdomain with no unstable ReLU left still has a bound that
-   is not positive (with ``per_margin=False``, one joint search of all
+   is not positive and its exact LP (the network is affine there:
+   ``bab._exact_leaf``) neither proves it nor gives a counterexample (with ``per_margin=False``, one joint search of all
    margins, also when more than ``bab.BaBConfig.rows`` (9) classes are in
    ``others`` and a margin outside the 9 it branches on is not proven by
    CROWN at the root). Every subdomain it bounds also proposes a
@@ -163,7 +164,7 @@ class VerifyResult(NamedTuple):
       detail: falsified: the attack whose point is the counterexample ('centre', 'pgd', 'search' -- the
         adaptive default --, 'ensemble', or 'bab': a branch-and-bound subdomain's primal point); verified:
         'crown', 'alpha-crown' (branch and bound's root) or 'bab'; unknown: why it stopped -- 'time'
-        (before or during any stage), 'budget', 'stuck' (a subdomain with no ReLU left to split), 'rows'
+        (before or during any stage), 'budget', 'stuck' (a subdomain with no ReLU left to split that its exact LP does not decide), 'rows'
         (a margin branch and bound does not branch on), 'nan' (a NaN bound) or 'linear' (no hidden ReLU:
         CROWN's bound is exact and not positive, yet no attack found a counterexample).
     """

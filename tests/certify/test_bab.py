@@ -6,6 +6,8 @@ nearest one bounds the true minimal distance from above, and no certified
 radius may exceed it. (The MILP comparisons for l_inf and l_1 are in
 test_certify.py.)
 """
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -288,3 +290,59 @@ def test_the_host_frontier_grows_and_hands_out_its_lowest_subdomains():
     pool.add(*rows(np.arange(40.0)))                                         # grows past its size
     assert pool.n == 43 and pool.lowest() == 0.0
     assert pool.take(100)[0].shape[0] == 43 and pool.n == 0 and pool.lowest() == np.inf
+
+
+def test_an_exact_leaf_lp_is_the_minimum_over_its_activation_region():
+    """``bab._exact_leaf`` on subdomains with every root-unstable unit split to the activation pattern of a
+    random point of the box (a 2-6-6-3 MLP, l_inf): the LP's minimum equals the smallest margin over the grid
+    points of the box with that pattern, up to the grid's resolution (never above it), its point lies in the
+    box, has the pattern and the margin the LP gives; a pattern no point of the box has is an empty leaf."""
+    net = _random_mlp((2, 6, 6, 3), 4)
+    x, y, eps = jnp.asarray([0.1, -0.2], jnp.float32), 0, 0.6
+    cfg = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 64)
+    pcfg = bab._program_cfg(cfg)
+    prep, root, _ = bab._search_root(net, x, jnp.int32(y), jnp.float32(eps), cfg=pcfg)
+    l0 = np.concatenate([np.asarray(l).reshape(-1) for l, _ in root.bounds])
+    u0 = np.concatenate([np.asarray(u).reshape(-1) for _, u in root.bounds])
+    unstable = (l0 < 0) & (u0 > 0)
+    assert unstable.sum() >= 3
+    g = np.linspace(-eps, eps, 401)
+    pts = (np.asarray(x)[None] + np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)).astype(np.float64)
+    ws = [(np.asarray(layer.w, np.float64), np.asarray(layer.b, np.float64)) for layer in net.layers
+          if hasattr(layer, "w")]
+    pre, h = [], pts
+    for w, b in ws[:-1]:
+        z = h @ w.T + b
+        pre.append(z)
+        h = np.maximum(z, 0.0)
+    z = h @ ws[-1][0].T + ws[-1][1]
+    margins = z[:, y] - np.max(np.delete(z, y, axis=1), axis=1)
+    pattern = np.concatenate(pre, axis=1) > 0                       # (points, H)
+    rng = np.random.default_rng(0)
+    checked = 0
+    for i in rng.choice(len(pts), 6, replace=False):
+        sgn = np.where(unstable, np.where(pattern[i], -1, 1), 0).astype(np.int8)
+        leaf = bab._leaf_bounds(prep, root, x, jnp.float32(eps), jnp.asarray(sgn), None, cfg=pcfg)
+        value, point = bab._exact_leaf(net, root, leaf, x, eps, cfg)
+        same = np.all(pattern[:, unstable] == pattern[i, unstable], axis=1)
+        grid_min = margins[same].min()
+        assert value <= grid_min + 1e-6 and value >= grid_min - 0.05, (value, grid_min)
+        assert np.all(np.abs(point - np.asarray(x)) <= eps + 1e-9)
+        zp, hp, pp = point[None], point[None], []
+        for w, b in ws[:-1]:
+            zp = hp @ w.T + b
+            pp.append(zp)
+            hp = np.maximum(zp, 0.0)
+        zp = hp @ ws[-1][0].T + ws[-1][1]
+        assert abs(zp[0, y] - np.max(np.delete(zp[0], y)) - value) < 1e-5
+        on = np.concatenate(pp, axis=1)[0][unstable]
+        assert np.all(np.where(pattern[i, unstable], on >= -1e-6, on <= 1e-6))
+        checked += 1
+    missing = [s for s in itertools.product((-1, 1), repeat=int(unstable.sum()))
+               if not np.any(np.all(pattern[:, unstable] == (np.asarray(s) < 0), axis=1))]
+    assert checked == 6 and missing
+    sgn = np.zeros(unstable.size, np.int8)
+    sgn[unstable] = missing[0]
+    leaf = bab._leaf_bounds(prep, root, x, jnp.float32(eps), jnp.asarray(sgn), None, cfg=pcfg)
+    emptiness = bab._exact_leaf(net, root, leaf, x, eps, cfg)
+    assert emptiness == (np.inf, None)                             # the LP is infeasible: an empty leaf
