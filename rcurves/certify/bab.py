@@ -759,7 +759,7 @@ class SearchResult(NamedTuple):
         and the undecided ones), capped by CROWN's root bound of the margins not branched on; ``-inf``
         where a bound was NaN. Positive when verified.
       bounded: subdomains bounded, the root included.
-      at_root: verified by the root's bound, before any split.
+      at_root: verified by the root's bound (or, with no unstable unit at all, its exact LP), before any split.
       reason: why the search stopped: 'verified', 'falsified' (a counterexample, ``x_adv``), 'time',
         'budget', 'stuck' (a subdomain whose bound fails has no unstable ReLU left and whose exact LP
         neither proves it nor gives a counterexample: l_2, HiGHS failing, float rounding), 'rows' (a margin
@@ -767,8 +767,9 @@ class SearchResult(NamedTuple):
       left: undecided subdomains when it stopped.
       peak: the most undecided subdomains held at once (the frontier's high-water mark).
       x_adv: with reason 'falsified', the counterexample (``(*net.input_shape)`` float64, inside the domain
-        and the ball up to the float32 rounding of ``x +- eps``): a subdomain's primal point on which the
-        model's margin is not positive (re-checked by ``check`` where one was given); else None.
+        and the ball up to the float32 rounding of ``x +- eps``): a subdomain's primal point, or an exact
+        leaf's LP point, on which the model's margin is not positive (re-checked by ``check`` where one was
+        given); else None.
     """
 
     verified: bool
@@ -825,11 +826,12 @@ def _leaf_bounds(prep, root, x, eps, sgn, rows=None, *, cfg: BaBConfig):
     return _bounder(prep, root, x, eps, cfg, rows)[0].sub_bounds(sgn)[0]
 
 
-#: An exact leaf counts as proven when its LP minimum exceeds this (HiGHS's feasibility tolerance is 1e-7).
+#: An exact leaf counts as proven when its LP minimum exceeds this (absolute, in logit units; HiGHS's
+#: optimality and feasibility tolerances are 1e-7).
 LEAF_TOL = 1e-5
 
 
-def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig):
+def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig, sgn=None, time_limit: float = math.inf):
     """The exact smallest margin over a subdomain with no unstable unit left, by linear programming.
 
     On such a subdomain every hidden unit has one state (active where its bounds are ``l >= 0``, inactive
@@ -837,9 +839,13 @@ def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig):
     (clipped to the domain) where every pre-activation has its sign: ``min_x c_r . x + d_r`` over it, per
     branched margin row ``r`` (``root.lam0``, ``root.b0``), is an LP (HiGHS, float64 on the float32 weights).
 
-    Returns ``(value, point)``: the smallest margin and a point of the box attaining it (``(D,)`` float64);
-    ``(inf, None)`` when the polytope is empty (no point of the ball is in the subdomain); None when the LP is
-    not available (not l_inf, a unit still unstable, or HiGHS failed)."""
+    ``sgn``: the subdomain's split signs (a split unit takes its split's state, whatever its bounds say);
+    ``time_limit``: seconds for all its LPs (HiGHS's own limit).
+
+    Returns ``(value, point)``: the smallest margin over the rows (or, as soon as one row's minimum is not
+    above ``LEAF_TOL``, that row's) and a point of the box attaining it (``(D,)`` float64); ``(inf, None)``
+    when the polytope is empty (no point of the ball is in the subdomain); None when the LP is not
+    available (not l_inf, a unit still unstable, HiGHS failed or ran out of time)."""
     from scipy.optimize import linprog
 
     if cfg.bound.norm != "linf":
@@ -850,9 +856,14 @@ def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig):
         lo, hi = np.clip(lo, *cfg.bound.domain), np.clip(hi, *cfg.bound.domain)
     a_mat, a_vec = np.eye(xf.size), np.zeros(xf.size)
     rows_a, rows_b = [], []
+    t_end = time.perf_counter() + time_limit
+    sizes = [math.prod(np.shape(l)) for l, _ in leaf_bounds]
+    split = (np.zeros(sum(sizes), np.int8) if sgn is None else np.asarray(sgn).reshape(-1))
     for k, (l, u) in enumerate(leaf_bounds):
         l, u = np.asarray(l, np.float64).reshape(-1), np.asarray(u, np.float64).reshape(-1)
-        active, inactive = l >= 0, u <= 0
+        s_k = split[sum(sizes[:k]):sum(sizes[:k + 1])]
+        active = np.where(s_k < 0, True, np.where(s_k > 0, False, l >= 0))
+        inactive = ~active & ((s_k > 0) | (u <= 0))
         if not np.all(active | inactive):
             return None
         jac = np.asarray(block_jacobian(net.blocks[k], net.shapes[k], net.shapes[k + 1]), np.float64)
@@ -868,13 +879,19 @@ def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig):
     a_ub, b_ub = np.concatenate(rows_a), np.concatenate(rows_b)
     best, point = math.inf, None
     for c, d in zip(c_rows, d_rows):
-        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=np.stack([lo, hi], 1), method="highs")
+        left = t_end - time.perf_counter()
+        if not left > 0:
+            return None
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=np.stack([lo, hi], 1), method="highs",
+                      options={"time_limit": left})
         if res.status == 2:                                # infeasible: the subdomain holds no point
             return math.inf, None
         if res.status != 0:
             return None
         if res.fun + d < best:
             best, point = float(res.fun + d), np.clip(res.x, lo, hi)
+        if best <= LEAF_TOL:                               # not proven: this row's point is the candidate
+            break
     return best, point
 
 
@@ -1013,10 +1030,12 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
 
     def exact(sgn):
         """A subdomain with no unstable unit left (the network is affine on it): its exact minimum by an LP
-        (:func:`_exact_leaf`). The bound (> ``LEAF_TOL``) where it proves it, 'falsified' where the LP's point
-        is a confirmed counterexample, else None (stuck)."""
+        (:func:`_exact_leaf`, within the time left). The bound (> ``LEAF_TOL``) where it proves it, 'falsified'
+        where the LP's point is a confirmed counterexample, 'time' when no time is left, else None (stuck)."""
+        if _now() >= t_end:
+            return "time"
         leaf = _exact_leaf(net, root, _leaf_bounds(prep, root, x, eps, jnp.asarray(sgn), rows, cfg=pcfg), x, eps,
-                           cfg)
+                           cfg, sgn, t_end - _now())
         if leaf is None:
             return None
         value, point = leaf
@@ -1055,9 +1074,9 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         leaf = exact(np.zeros(total, np.int8))
         if leaf == "falsified":
             return done(False, "falsified", lb_r)
-        if leaf is not None:
+        if isinstance(leaf, float) and leaf < math.inf:    # (the ball holds x: an empty root is rounding)
             return done(True, "verified", leaf)
-        return done(False, "stuck", lb_r)
+        return done(False, "time" if leaf == "time" else "stuck", lb_r)
     pool = _Pool(np.zeros((1, total), np.int8), np.array([lb_r], np.float32), np.array([nxt_r], np.int32), p_r)
     proven, bounded, peak, reason = math.inf, 1, 1, "verified"
     while pool.n:
@@ -1083,10 +1102,14 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
             reason = "falsified"
             break
         shut = klb > 0                            # proven (inf: empty, no point of the ball)
+        late = False
         for i in np.flatnonzero(~shut & (knxt < 0)):
             leaf = exact(kids[i])
             if leaf == "falsified":
                 reason = "falsified"
+                break
+            if leaf == "time":                    # the open children still go to the frontier (its bound)
+                late = True
                 break
             if leaf is not None:
                 shut[i], klb[i] = True, leaf
@@ -1097,6 +1120,9 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         open_ = ~shut
         pool.add(kids[open_], klb[open_], knxt[open_], [a[open_] for a in kleaves])
         peak = max(peak, pool.n)
+        if late:
+            reason = "time"
+            break
         if np.any(knxt[open_] < 0):
             reason = "stuck"
             break

@@ -494,6 +494,8 @@ def test_margin_lower_after_branch_and_bound_is_positive_and_below_the_sampled_m
             stages.append(res.detail)
             assert 0 < res.margin_lower, res                        # the bound branch and bound reached
     assert stages.count("bab") >= 3, stages
+    # every one decided: the fully split subdomains that alpha-beta-CROWN leaves open are exact LPs
+    assert all(res.status != "unknown" for _, res in near_radius_results())
 
 
 def test_the_attacks_after_crown_find_what_pgd_misses_and_every_point_is_rechecked(compiled, monkeypatch):
