@@ -826,9 +826,8 @@ def _leaf_bounds(prep, root, x, eps, sgn, rows=None, *, cfg: BaBConfig):
     return _bounder(prep, root, x, eps, cfg, rows)[0].sub_bounds(sgn)[0]
 
 
-#: An exact leaf counts as proven when its LP minimum exceeds this (absolute, in logit units; HiGHS's
-#: optimality and feasibility tolerances are 1e-7).
-LEAF_TOL = 1e-5
+#: An exact leaf counts as proven when the lower bound its LP's multipliers give exceeds this (logit units).
+LEAF_TOL = 0.0
 
 
 def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig, sgn=None, time_limit: float = math.inf):
@@ -842,8 +841,14 @@ def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig, sgn=None, 
     ``sgn``: the subdomain's split signs (a split unit takes its split's state, whatever its bounds say);
     ``time_limit``: seconds for all its LPs (HiGHS's own limit).
 
-    Returns ``(value, point)``: the smallest margin over the rows (or, as soon as one row's minimum is not
-    above ``LEAF_TOL``, that row's) and a point of the box attaining it (``(D,)`` float64); ``(inf, None)``
+    ``value`` does not rest on HiGHS's tolerances: it is the Lagrangian bound of the LP's inequality
+    multipliers ``mu >= 0`` (``res.ineqlin.marginals``), ``min_{x in box} (c + A^T mu) . x - mu . b + d``,
+    a lower bound on the row's margin over the polytope for any ``mu >= 0`` (weak duality), equal to the LP's
+    minimum at the optimal multipliers (float64 rounding apart).
+
+    Returns ``(value, point)``: that lower bound of the smallest margin over the rows (or, as soon as one
+    row's bound is not above ``LEAF_TOL``, that row's) and the LP's minimiser of that row (``(D,)`` float64,
+    in the box); ``(inf, None)``
     when the polytope is empty (no point of the ball is in the subdomain); None when the LP is not
     available (not l_inf, a unit still unstable, HiGHS failed or ran out of time)."""
     from scipy.optimize import linprog
@@ -888,8 +893,11 @@ def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig, sgn=None, 
             return math.inf, None
         if res.status != 0:
             return None
-        if res.fun + d < best:
-            best, point = float(res.fun + d), np.clip(res.x, lo, hi)
+        mu = np.maximum(-np.asarray(res.ineqlin.marginals, np.float64), 0.0)
+        g = c + a_ub.T @ mu
+        bound = float(np.sum(np.minimum(g * lo, g * hi)) - mu @ b_ub + d)
+        if bound < best:
+            best, point = bound, np.clip(res.x, lo, hi)
         if best <= LEAF_TOL:                               # not proven: this row's point is the candidate
             break
     return best, point
