@@ -129,7 +129,7 @@ from attacks.losses import margin
 from rcurves.certify.bounds import (
     BoundConfig, Prepared, Relax, _both, _box, _spec_start, backsub, concretize, hidden_bounds, margin_spec, relax,
 )
-from rcurves.certify.layers import block_apply, block_jacobian, block_transpose, forward
+from rcurves.certify.layers import block_jacobian, block_transpose, forward
 
 
 #: The branching rules of :class:`BaBConfig`.
@@ -433,8 +433,9 @@ def _second_layer(prep: Prepared, root: Root, x, eps, bcfg: BoundConfig, r, n_sp
 
 
 def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
-    """``(bound_one, init_params, total)``: the bound of one subdomain of ``root``'s ball (see the module doc),
-    its starting ``(alpha, beta)``, and the number ``H`` of hidden units (the length of a subdomain's ``sgn``).
+    """``(bound_one, init_params, total, sub_bounds)``: the bound of one subdomain of ``root``'s ball (see the
+    module doc), its starting ``(alpha, beta)``, the number ``H`` of hidden units (the length of a subdomain's
+    ``sgn``), and ``sub_bounds(sgn) -> (bounds, relaxations)``: the hidden bounds ``bound_one`` uses.
 
     ``rows``: None (every unit's bounds recomputed per subdomain), or per hidden layer None or an int32
     array of the flat units whose bounds are recomputed (the others keep the root's)."""
@@ -577,8 +578,7 @@ def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
             return lb, choose(best_p, sgn, sb, rels, best), best_p, primal_point(best_p, sgn, sb, best)
         return lb, choose(best_p, sgn, sb, rels, best), best_p
 
-    bound_one.sub_bounds = sub_bounds
-    return bound_one, init_params, total
+    return bound_one, init_params, total, sub_bounds
 
 
 def bab_certify_point(prep: Prepared, x, y, eps, cfg: BaBConfig, prev: "Frontier | None" = None, use_prev=False):
@@ -595,7 +595,7 @@ def bab_certify_point(prep: Prepared, x, y, eps, cfg: BaBConfig, prev: "Frontier
     """
     root = _root(prep, x, y, eps, cfg)
     rest_ok = root.rest_ok
-    bound_one, init_params, total = _bounder(prep, root, x, eps, cfg)
+    bound_one, init_params, total, _ = _bounder(prep, root, x, eps, cfg)
 
     S, B = cfg.capacity, min(cfg.batch, cfg.capacity)
     root_sgn = jnp.zeros((total,), jnp.int8)
@@ -810,7 +810,7 @@ def _search_split(prep, root, x, y, eps, parents, units, params, rows=None, *, c
     nxt (2B,), params, primal (2B, D), margin (2B,))``: each child's primal point (the point of the ball
     its bound's worst row is lowest at) and the model's smallest margin ``z_y - max_{j != y} z_j`` there,
     in float32 (negative: a candidate counterexample). ``rows``: see :func:`_bounder`."""
-    bound_one, _, total = _bounder(prep, root, x, eps, cfg, rows)
+    bound_one, _, total, _ = _bounder(prep, root, x, eps, cfg, rows)
     cols = jnp.arange(total)[None, :] == units[:, None]
     kids = jnp.concatenate([jnp.where(cols, jnp.int8(-1), parents), jnp.where(cols, jnp.int8(1), parents)])
     warm = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, a]), params)
@@ -823,14 +823,26 @@ def _search_split(prep, root, x, y, eps, parents, units, params, rows=None, *, c
 def _leaf_bounds(prep, root, x, eps, sgn, rows=None, *, cfg: BaBConfig):
     """The hidden pre-activation bounds ``[(l, u), ...]`` of the subdomain ``sgn (H,)`` (as :func:`_search_split`
     bounds it: the same recomputed rows)."""
-    return _bounder(prep, root, x, eps, cfg, rows)[0].sub_bounds(sgn)[0]
+    return _bounder(prep, root, x, eps, cfg, rows)[3](sgn)[0]
 
 
 #: An exact leaf counts as proven when the lower bound its LP's multipliers give exceeds this (logit units).
 LEAF_TOL = 0.0
 
 
-def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig, sgn=None, time_limit: float = math.inf):
+def _leaf_blocks(prep: Prepared):
+    """Per hidden block, ``(jac (m, D_in), const (m,))`` in float64: the affine map :func:`_exact_leaf`
+    composes (the dense linear part and ``prep.consts``). Built once per :func:`bab_search`, on its first
+    exact leaf."""
+    net = prep.net
+    out = []
+    for k in range(len(net.blocks) - 1):
+        jac = np.asarray(block_jacobian(net.blocks[k], net.shapes[k], net.shapes[k + 1]), np.float64)
+        out.append((jac.reshape(jac.shape[0], -1), np.asarray(prep.consts[k], np.float64).reshape(-1)))
+    return out
+
+
+def _exact_leaf(blocks, root: Root, leaf_bounds, x, eps, cfg: BaBConfig, sgn=None, time_limit: float = math.inf):
     """The exact smallest margin over a subdomain with no unstable unit left, by linear programming.
 
     On such a subdomain every hidden unit has one state (active where its bounds are ``l >= 0``, inactive
@@ -838,7 +850,8 @@ def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig, sgn=None, 
     (clipped to the domain) where every pre-activation has its sign: ``min_x c_r . x + d_r`` over it, per
     branched margin row ``r`` (``root.lam0``, ``root.b0``), is an LP (HiGHS, float64 on the float32 weights).
 
-    ``sgn``: the subdomain's split signs (a split unit takes its split's state, whatever its bounds say);
+    ``blocks``: :func:`_leaf_blocks` of the network. ``sgn``: the subdomain's split signs (a split unit takes
+    its split's state, whatever its bounds say);
     ``time_limit``: seconds for all its LPs (HiGHS's own limit).
 
     ``value`` does not rest on HiGHS's tolerances: it is the Lagrangian bound of the LP's inequality
@@ -871,9 +884,7 @@ def _exact_leaf(net, root: Root, leaf_bounds, x, eps, cfg: BaBConfig, sgn=None, 
         inactive = ~active & ((s_k > 0) | (u <= 0))
         if not np.all(active | inactive):
             return None
-        jac = np.asarray(block_jacobian(net.blocks[k], net.shapes[k], net.shapes[k + 1]), np.float64)
-        jac = jac.reshape(jac.shape[0], -1)
-        const = np.asarray(block_apply(net.blocks[k], jnp.zeros(net.shapes[k], jnp.float32)), np.float64).reshape(-1)
+        jac, const = blocks[k]
         z_mat, z_vec = jac @ a_mat, jac @ a_vec + const
         sign = np.where(active, -1.0, 1.0)                 # active: -z <= 0; inactive: z <= 0
         rows_a.append(sign[:, None] * z_mat)
@@ -1036,14 +1047,18 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(params)]
         return np.asarray(kids), np.asarray(lb), np.asarray(nxt), leaves, pts, np.asarray(marg)
 
+    leaf_blocks = []
+
     def exact(sgn):
         """A subdomain with no unstable unit left (the network is affine on it): its exact minimum by an LP
         (:func:`_exact_leaf`, within the time left). The bound (> ``LEAF_TOL``) where it proves it, 'falsified'
         where the LP's point is a confirmed counterexample, 'time' when no time is left, else None (stuck)."""
         if _now() >= t_end:
             return "time"
-        leaf = _exact_leaf(net, root, _leaf_bounds(prep, root, x, eps, jnp.asarray(sgn), rows, cfg=pcfg), x, eps,
-                           cfg, sgn, t_end - _now())
+        if not leaf_blocks:
+            leaf_blocks.extend(_leaf_blocks(prep))
+        leaf = _exact_leaf(leaf_blocks, root, _leaf_bounds(prep, root, x, eps, jnp.asarray(sgn), rows, cfg=pcfg),
+                           x, eps, cfg, sgn, t_end - _now())
         if leaf is None:
             return None
         value, point = leaf

@@ -30,8 +30,8 @@ when it decides:
    ``'crown'``. It ends 'unknown' when the time or the budget is out, or for
    good when a subdomain with no unstable ReLU left still has a bound that
    is not positive and its exact LP (the network is affine there:
-   ``bab._exact_leaf``) neither proves it nor gives a counterexample (with ``per_margin=False``, one joint search of all
-   margins, also when more than ``bab.BaBConfig.rows`` (9) classes are in
+   ``bab._exact_leaf``) neither proves it nor gives a counterexample (with
+   ``per_margin=False``, one joint search of all margins, also when more than ``bab.BaBConfig.rows`` (9) classes are in
    ``others`` and a margin outside the 9 it branches on is not proven by
    CROWN at the root). Every subdomain it bounds also proposes a
    counterexample, its *primal* point (the vertex of the box where its
@@ -84,8 +84,8 @@ classes in ``others``) in a process; on a busy 2-core machine, for the MLP
 784-256-256-10: about 3 s for PGD, 2 s for CROWN, 7 s for the adaptive
 search, 16 s for the ensemble and 7 s for branch and bound (two programs, one
 for any budget; the per-margin search compiles them once for the network
-reduced to one margin, whichever margin it is). ``RCURVES_JAX_CACHE=1`` keeps them on disk for the command
-line; a benchmark over many boxes of one model pays them once.
+reduced to one margin, whichever margin it is). ``RCURVES_JAX_CACHE=1``
+keeps them on disk for the command line; a benchmark over many boxes of one model pays them once.
 """
 from __future__ import annotations
 
@@ -164,7 +164,8 @@ class VerifyResult(NamedTuple):
       detail: falsified: the attack whose point is the counterexample ('centre', 'pgd', 'search' -- the
         adaptive default --, 'ensemble', or 'bab': a branch-and-bound subdomain's primal point); verified:
         'crown', 'alpha-crown' (branch and bound's root) or 'bab'; unknown: why it stopped -- 'time'
-        (before or during any stage), 'budget', 'stuck' (a subdomain with no ReLU left to split that its exact LP does not decide), 'rows'
+        (before or during any stage), 'budget', 'stuck' (a subdomain with no ReLU left to split that its
+        exact LP does not decide), 'rows'
         (a margin branch and bound does not branch on), 'nan' (a NaN bound) or 'linear' (no hidden ReLU:
         CROWN's bound is exact and not positive, yet no attack found a counterexample).
     """
@@ -510,8 +511,8 @@ def verify(
       budget: most subdomains bounded by branch and bound over all margins (at most ``budget + 15``),
         between 8 and ``MAX_BUDGET``. It caps the memory (the undecided subdomains, each with its split
         signs and optimised slopes and multipliers: about ``2 * 4`` bytes per hidden unit per margin row
-        and one for the sign, 4.6 kB for 512 units; with ``per_margin=False``, 9 rows: 37 kB), not the time per subdomain:
-        the frontier grows as needed.
+        and one for the sign, 4.6 kB for 512 units; with ``per_margin=False``, 9 rows: 37 kB), not the
+        time per subdomain: the frontier grows as needed.
       per_margin: branch and bound on each unproven margin on its own (True, the default), or one joint
         search of all of them (``bab.BaBConfig.rows``: a subdomain is split until its worst margin is
         proven). See :func:`_per_margin` for what each costs.
@@ -524,7 +525,8 @@ def verify(
 
     Raises:
       ValueError: naming the argument (model, box shapes, ``x_lo > x_hi``, label, others, time_limit,
-        budget, seed, per_margin), before any compilation; or the ONNX reader's / converter's error naming the node.
+        budget, seed, per_margin), before any compilation; or the ONNX reader's / converter's error naming
+        the node.
 
     Example::
 
@@ -596,8 +598,7 @@ def verify(
         return i
 
     if per_margin:
-        pm = _per_margin(net, lo, hi, label, others, lb, deadline, budget, check)
-        bb, bab_lower, n_sub, at_root = pm.bb, pm.lower, pm.bounded, pm.at_root
+        bb, bab_lower, n_sub, at_root = _per_margin(net, lo, hi, label, others, lb, deadline, budget, check)
     else:
         bb = _branch_and_bound(rnet, deadline, budget, check)
         bab_lower, n_sub, at_root = bb.lower, bb.bounded, bb.at_root
@@ -611,6 +612,6 @@ def verify(
     return result("unknown", "bab", bb.reason, lower=lower, upper=upper, subdomains=n_sub)
 
 
-__all__ = ["ATTACK_RESTARTS", "ATTACK_STEPS", "BAB_CANDIDATES", "BAB_STEPS", "DEFAULT_BUDGET", "ENSEMBLE_GRADIENTS",
-           "ENSEMBLE_SHARE", "MAX_BUDGET", "RESULT_WORDS", "STAGES", "STATUSES", "VerifyResult", "box_network",
-           "verify"]
+__all__ = ["ATTACK_RESTARTS", "ATTACK_STEPS", "BAB_CANDIDATES", "BAB_STEPS", "DEFAULT_BUDGET",
+           "ENSEMBLE_GRADIENTS", "ENSEMBLE_SHARE", "MAX_BUDGET", "RESULT_WORDS", "STAGES", "STATUSES", "VerifyResult",
+           "box_network", "verify"]

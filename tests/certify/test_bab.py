@@ -302,6 +302,7 @@ def test_an_exact_leaf_lp_is_the_minimum_over_its_activation_region():
     cfg = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 64)
     pcfg = bab._program_cfg(cfg)
     prep, root, _ = bab._search_root(net, x, jnp.int32(y), jnp.float32(eps), cfg=pcfg)
+    blocks = bab._leaf_blocks(prep)
     l0 = np.concatenate([np.asarray(l).reshape(-1) for l, _ in root.bounds])
     u0 = np.concatenate([np.asarray(u).reshape(-1) for _, u in root.bounds])
     unstable = (l0 < 0) & (u0 > 0)
@@ -323,7 +324,7 @@ def test_an_exact_leaf_lp_is_the_minimum_over_its_activation_region():
     for i in rng.choice(len(pts), 6, replace=False):
         sgn = np.where(unstable, np.where(pattern[i], -1, 1), 0).astype(np.int8)
         leaf = bab._leaf_bounds(prep, root, x, jnp.float32(eps), jnp.asarray(sgn), None, cfg=pcfg)
-        value, point = bab._exact_leaf(net, root, leaf, x, eps, cfg)
+        value, point = bab._exact_leaf(blocks, root, leaf, x, eps, cfg)
         same = np.all(pattern[:, unstable] == pattern[i, unstable], axis=1)
         grid_min = margins[same].min()
         assert value <= grid_min + 1e-6 and value >= grid_min - 0.05, (value, grid_min)
@@ -344,5 +345,5 @@ def test_an_exact_leaf_lp_is_the_minimum_over_its_activation_region():
     sgn = np.zeros(unstable.size, np.int8)
     sgn[unstable] = missing[0]
     leaf = bab._leaf_bounds(prep, root, x, jnp.float32(eps), jnp.asarray(sgn), None, cfg=pcfg)
-    emptiness = bab._exact_leaf(net, root, leaf, x, eps, cfg)
+    emptiness = bab._exact_leaf(blocks, root, leaf, x, eps, cfg)
     assert emptiness == (np.inf, None)                             # the LP is infeasible: an empty leaf

@@ -439,6 +439,22 @@ def test_cli_reads_an_nchw_box_in_the_order_of_the_onnx_input(tmp_path, capsys):
 # the attacks before branching, the lower bound after it
 
 
+def sampled_scale(ws, c, w, label, others, seed):
+    """``(sampled_min, a, b)``: ``sampled_min(s)`` the smallest margin over ``others`` at 3,000 sampled points
+    and the corners of the box ``c +- s w``, and ``[a, b]`` the bracket of the largest scale at which it stays
+    positive, bisected 10 times from ``[0, 1.5]``; ``(None, None, None)`` when it is positive at 1.5."""
+
+    def sampled_min(s):
+        return np_margin(ws, box_points(c - s * w, c + s * w, 3000, seed), label, others).min()
+
+    a, b = 0.0, 1.5
+    if sampled_min(b) > 0:
+        return None, None, None
+    for _ in range(10):
+        a, b = ((a + b) / 2, b) if sampled_min((a + b) / 2) > 0 else (a, (a + b) / 2)
+    return sampled_min, a, b
+
+
 def near_radius_boxes(n_boxes, factor=0.85):
     """``(ws, lo, hi, label, others, sampled min margin)`` of boxes ``c +- factor s* w`` on the 4-8-8-3 MLPs,
     ``s*`` the largest scale at which 3,000 sampled points and the corners all keep the label (bisected):
@@ -451,15 +467,9 @@ def near_radius_boxes(n_boxes, factor=0.85):
         c, w = rng.uniform(-1, 1, 4), rng.uniform(0.3, 1.0, 4)
         label = int(np.argmax(np_logits(ws, c[None])[0]))
         others = [j for j in range(3) if j != label]
-
-        def sampled_min(s):
-            return np_margin(ws, box_points(c - s * w, c + s * w, 3000, seed), label, others).min()
-
-        a, b = 0.0, 1.5
-        if sampled_min(b) > 0:
+        sampled_min, a, b = sampled_scale(ws, c, w, label, others, seed)
+        if sampled_min is None:
             continue
-        for _ in range(10):
-            a, b = ((a + b) / 2, b) if sampled_min((a + b) / 2) > 0 else (a, (a + b) / 2)
         s = factor * a
         out.append((ws, c - s * w, c + s * w, label, others, sampled_min(s)))
         if len(out) == n_boxes:
@@ -674,15 +684,9 @@ def test_per_margin_branch_and_bound_on_six_classes_and_a_subset_of_others(monke
         label = int(np.argmax(np_logits(ws, c[None])[0]))
         rest = [j for j in range(6) if j != label]
         others = list(rng.permutation(rest)[:3])                     # unsorted, 3 of the 5
-
-        def sampled_min(s):
-            return np_margin(ws, box_points(c - s * w, c + s * w, 3000, seed), label, others).min()
-
-        a, b = 0.0, 1.5
-        if sampled_min(b) > 0:
+        sampled_min, a, b = sampled_scale(ws, c, w, label, others, seed)
+        if sampled_min is None:
             continue
-        for _ in range(10):
-            a, b = ((a + b) / 2, b) if sampled_min((a + b) / 2) > 0 else (a, (a + b) / 2)
         for f in (0.85 * a, 1.2 * b):
             lo, hi = c - f * w, c + f * w
             res = verify(net, lo, hi, label, others=others, budget=BUDGET)
