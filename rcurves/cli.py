@@ -695,7 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("property", metavar="PROPERTY.vnnlib")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole run (default 60)")
     p.add_argument("--budget", type=int, default=None,
-                   help="most subdomains bounded by branch and bound (default 16384; the time limit "
+                   help="most subdomains bounded by branch and bound, over all margins (default "
+                        "rcurves.certify.verify.DEFAULT_BUDGET, 262144; it caps the memory, the time limit "
                         "usually ends it first)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed of the attack (default 0)")
     p.add_argument("--json", action="store_true",

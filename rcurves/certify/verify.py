@@ -126,11 +126,24 @@ BAB_STEPS = 10
 #: boxes was -0.46 / -0.53 / -2.37 with 16 against -0.92 / -1.51 (60 s) / -2.74 (60 s) with 8 (32: -0.19 /
 #: -0.76 / -1.97; 64: -0.29 / -0.88 / -2.31).
 BAB_CANDIDATES = 16
+#: ``bab.BaBConfig.refresh`` of the searches on networks with more than two hidden layers: a subdomain's
+#: bounds of the third and later hidden layers are recomputed every ``REFRESH`` splits and inherited from its
+#: parent in between (on two hidden layers nothing is inherited: the second layer's recompute is cheap). On
+#: ``benchmarks/verify_speed.py --layers 4``'s MLP (per-margin search, alone on 2 cores, 30 s per box): the
+#: two proofs at eps 0.03 took 2,659 / 3,773 subdomains and 13.6 / 13.1 s with 2 / 4 against 2,857 and 18.6 s
+#: recomputing every subdomain (177 subdomains and 3.0 s -> 185 / 317 and 2.0 / 1.7 s); on two open boxes
+#: at eps 0.02 the lower bound after 30 s went from -1.13 / -7.75 to -0.96 / -7.58 (2) and -0.92 / -7.39 (4),
+#: with 1.2x / 1.6x the subdomains per second; 8 was worse than 4 on all three (the proof: 7,275
+#: subdomains, 23.1 s), and never recomputing (only the root's bounds) lost the proof (-4.0 after 30 s).
+REFRESH = 4
 #: Default and largest ``budget`` (subdomains bounded by branch and bound, over all margins). One margin's
-#: subdomain holds about 9 bytes per hidden unit (4.6 kB for 512 units): the default's frontier stays under
-#: 0.6 GB on the 784-256-256-10 MLP, which bounds about 1,800 subdomains per second on 2 cores.
-DEFAULT_BUDGET = 2 ** 17
-MAX_BUDGET = 2 ** 18
+#: subdomain holds about 9 bytes per hidden unit (4.6 kB for 512 units) and the frontier at most half the
+#: subdomains bounded: the default's stays under 0.6 GB on the 784-256-256-10 MLP (its arrays double when
+#: full: up to 1.2 GB allocated, twice that for a moment), which bounds about 1,500-
+#: 2,200 subdomains per second on 2 cores (so the budget, 2^17 before, no longer ends a 60-s search first:
+#: it did once in the 90 properties of ``benchmarks/verify_speed.py``, at 59.2 s).
+DEFAULT_BUDGET = 2 ** 18
+MAX_BUDGET = 2 ** 19
 #: The words VNN-COMP answers with, per status.
 RESULT_WORDS = {"verified": "holds", "falsified": "violated", "unknown": "unknown"}
 STATUSES = tuple(RESULT_WORDS)
@@ -421,14 +434,17 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, *
     """Branch and bound of ``rnet`` (a :func:`box_network`) on its unit ball, label 0, until the ``deadline``
     (a ``time.perf_counter`` value) or ``budget`` subdomains: a ``certify.bab.SearchResult``. ``check``:
     ``bab_search``'s re-check of the subdomains' primal points (unit-ball points). ``kw``: more settings of
-    ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``; default the module's)."""
+    ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``, ``refresh``; default the module's,
+    ``refresh`` :data:`REFRESH` on networks with more than two hidden layers)."""
     from rcurves.certify.bab import SearchResult, bab_config, bab_search
     from rcurves.certify.bounds import BoundConfig
 
     left = deadline - time.perf_counter()
     if not left > 0:
         return SearchResult(False, -math.inf, 0, False, "time", 0, 0)
-    cfg = bab_config(BoundConfig(norm="linf", method="crown", domain=_DOMAIN), budget, **{"steps": BAB_STEPS, **kw})
+    deep = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {}
+    cfg = bab_config(BoundConfig(norm="linf", method="crown", domain=_DOMAIN), budget,
+                     **{"steps": BAB_STEPS, **deep, **kw})
     return bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=left, check=check)
 
 
@@ -511,8 +527,9 @@ def verify(
       budget: most subdomains bounded by branch and bound over all margins (at most ``budget + 15``),
         between 8 and ``MAX_BUDGET``. It caps the memory (the undecided subdomains, each with its split
         signs and optimised slopes and multipliers: about ``2 * 4`` bytes per hidden unit per margin row
-        and one for the sign, 4.6 kB for 512 units; with ``per_margin=False``, 9 rows: 37 kB), not the
-        time per subdomain: the frontier grows as needed.
+        and one for the sign, 4.6 kB for 512 units; with ``per_margin=False``, 9 rows: 37 kB; on networks
+        with more than two hidden layers also 8 bytes per unit after the first layer, :data:`REFRESH`),
+        not the time per subdomain: the frontier grows as needed.
       per_margin: branch and bound on each unproven margin on its own (True, the default), or one joint
         search of all of them (``bab.BaBConfig.rows``: a subdomain is split until its worst margin is
         proven). See :func:`_per_margin` for what each costs.
@@ -612,6 +629,6 @@ def verify(
     return result("unknown", "bab", bb.reason, lower=lower, upper=upper, subdomains=n_sub)
 
 
-__all__ = ["ATTACK_RESTARTS", "ATTACK_STEPS", "BAB_CANDIDATES", "BAB_STEPS", "DEFAULT_BUDGET",
+__all__ = ["ATTACK_RESTARTS", "ATTACK_STEPS", "BAB_CANDIDATES", "BAB_STEPS", "DEFAULT_BUDGET", "REFRESH",
            "ENSEMBLE_GRADIENTS", "ENSEMBLE_SHARE", "MAX_BUDGET", "RESULT_WORDS", "STAGES", "STATUSES", "VerifyResult",
            "box_network", "verify"]

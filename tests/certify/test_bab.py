@@ -162,17 +162,22 @@ def test_recomputing_only_the_root_unstable_units_changes_no_verdict():
     assert seen >= 1                                                        # a search that split
 
 
+def _ball_6d(sizes, net_seed, seed):
+    """``(net, bc, prep, rng, x, y)``: a random MLP on 6 inputs in ``[-1, 1]`` and a random point with its class."""
+    net = _random_mlp(sizes, net_seed)
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0))
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
+    y = int(np.argmax(np.asarray(net.logits(x[None]))[0]))
+    return net, bc, cb.prepare(net, bc), rng, x, y
+
+
 def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
     """alpha-CROWN's hidden bounds at the root (``BaBConfig.tighten``): every pre-activation of 20,000
     random points and all 2^6 vertices of the box lies inside them; each is inside CROWN's and the layers
     after the first are narrower on some unit (the optimisation did something); the first layer is CROWN's
     (exact intervals). And the search on them stays below the brute-force minimum margin."""
-    net = _random_mlp([6, 24, 24, 24, 3], 7)
-    bc = cb.BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0))
-    prep = cb.prepare(net, bc)
-    rng = np.random.default_rng(0)
-    x = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
-    y = int(np.argmax(np.asarray(net.logits(x[None]))[0]))
+    net, bc, prep, rng, x, y = _ball_6d([6, 24, 24, 24, 3], 7, 0)
     eps = 0.3
     r0, r1 = (bab._root(prep, jnp.asarray(x), jnp.int32(y), jnp.float32(eps), bab.bab_config(bc, 64, tighten=t))
               for t in (0, 30))
@@ -203,12 +208,7 @@ def test_second_layer_by_split_corrections_equals_the_full_pull_back_and_holds_o
     with more (the extra splits keep the root's relaxation, which holds on the whole ball) as with fewer,
     the lower and upper bounds contain the true pre-activations of random points of the subdomain (sound),
     and the search on them stays below the grid's minimum margin."""
-    net = _random_mlp([6, 32, 24, 3], 5)
-    bc = cb.BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0))
-    prep = cb.prepare(net, bc)
-    rng = np.random.default_rng(1)
-    x = rng.uniform(-0.5, 0.5, 6).astype(np.float32)
-    y = int(np.argmax(np.asarray(net.logits(x[None]))[0]))
+    net, bc, prep, rng, x, y = _ball_6d([6, 32, 24, 3], 5, 1)
     eps = jnp.float32(0.4)
     root = bab._root(prep, jnp.asarray(x), jnp.int32(y), eps, bab.bab_config(bc, 64))
     l0, u0 = (np.asarray(v).reshape(-1) for v in root.bounds[0])
@@ -263,11 +263,121 @@ def test_second_layer_by_split_corrections_equals_the_full_pull_back_and_holds_o
             assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (s_, i, res, m)
 
 
+def test_inherited_hidden_bounds_only_narrow_and_hold_on_the_subdomain():
+    """``BaBConfig.refresh``: a child's hidden bounds recomputed and intersected with its parent's (``fresh``)
+    lie inside the parent's, and its second layer's inside the recompute intersected with the root's (refresh
+    0: the same recompute, on the same first-layer bounds); not recomputed,
+    its layers after the second are the parent's with the new split clipped, its second layer still
+    recomputed. Either way every pre-activation of random points of the child's subdomain lies inside them
+    (sound), and the search that inherits them (every third split recomputed) stays below the grid's
+    minimum margin, recomputing the later layers at the root and every third split."""
+    net, bc, prep, rng, x, y = _ball_6d([6, 32, 24, 24, 3], 5, 2)
+    eps = jnp.float32(0.4)
+    cfg = bab.bab_config(bc, 64, refresh=3)
+    root = bab._root(prep, jnp.asarray(x), jnp.int32(y), eps, cfg)
+    sub = jax.jit(bab._bounder(prep, root, jnp.asarray(x), eps, cfg)[3], static_argnums=2)
+    flat = lambda bs: [(np.asarray(l).reshape(-1), np.asarray(u).reshape(-1)) for l, u in bs]   # noqa: E731
+    lr = flat(root.bounds)
+    sizes = [l.size for l, _ in lr]
+    unstable = np.flatnonzero(np.concatenate([(l < 0) & (u > 0) for l, u in lr]))
+    assert ((lr[2][0] < 0) & (lr[2][1] > 0)).sum() >= 4        # unstable units in the third layer too
+    pts = np.clip(x + eps * rng.uniform(-1, 1, (40000, 6)), -1, 1).astype(np.float32)
+    zs, h = [], pts
+    for dense in [layer for layer in net.layers if isinstance(layer, certify.Dense)][:3]:
+        zs.append(h @ np.asarray(dense.w).T + np.asarray(dense.b))
+        h = np.maximum(zs[-1], 0.0)
+    z = np.concatenate(zs, axis=1)
+    tol = 1e-5
+    checked = 0
+    for trial in range(12):
+        parent = np.zeros(sum(sizes), np.int8)
+        pick = rng.choice(unstable, trial % 4 + 2, replace=False)
+        signs = np.where(z[rng.integers(z.shape[0]), pick] >= 0, -1, 1)   # the states at a random point
+        parent[pick[:-1]] = signs[:-1]
+        child = parent.copy()
+        child[pick[-1]] = signs[-1]
+        pb = sub(jnp.asarray(parent), None, True)[0]
+        inherited = pb[1:]
+        c0, c1, c2 = (flat(sub(jnp.asarray(child), inh, fr)[0])
+                      for inh, fr in ((None, True), (inherited, True), (inherited, False)))
+        pb = flat(pb)
+        for j in range(1, len(sizes)):
+            s_j = child[sum(sizes[:j]):sum(sizes[:j + 1])]
+            (l0, u0), (l1, u1), (l2, u2), (lp, up) = c0[j], c1[j], c2[j], pb[j]
+            assert np.all(l1 >= lp - tol) and np.all(u1 <= up + tol), (trial, j)
+            if j == 1:
+                assert np.all(l1 >= l0 - tol) and np.all(u1 <= u0 + tol), trial
+            if j >= 2:                          # the parent's, the child's split clipped
+                np.testing.assert_array_equal(l2, np.where(s_j < 0, np.maximum(lp, 0), lp))
+                np.testing.assert_array_equal(u2, np.where(s_j > 0, np.minimum(up, 0), up))
+            else:
+                np.testing.assert_allclose(l2, l1, atol=tol)
+                np.testing.assert_allclose(u2, u1, atol=tol)
+        inside = np.all(np.where(child < 0, z >= 0, True) & np.where(child > 0, z <= 0, True), axis=1)
+        if inside.any():
+            zi = z[inside]
+            for bs in (c1, c2):
+                lo, hi = np.concatenate([l for l, _ in bs]), np.concatenate([u for _, u in bs])
+                assert np.all(zi >= lo - 1e-4 * (1 + np.abs(zi))) and np.all(zi <= hi + 1e-4 * (1 + np.abs(zi)))
+            checked += 1
+    assert checked == 12, checked
+    net2 = _random_mlp([2, 24, 24, 24, 3], 4)         # 2-D: the grid's minimum margin is known
+    cfg2 = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 512, steps=10, refresh=3)
+    search_split, seen = bab._search_split, []
+
+    def spy(*a, **kw):
+        seen.append(kw["fresh"])
+        return search_split(*a, **kw)
+
+    split = 0
+    for i, (xb, yb, e, m) in enumerate(_balls(net2, 2, (0.95, 1.03), 1)):
+        seen.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(bab, "_search_split", spy)
+            res = bab.bab_search(net2, xb, yb, e, cfg2)
+        assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (i, res, m)
+        # the root, then the first two splits from its bounds, then every batch with a parent 2 splits old
+        assert seen[:4] == [True, False, False, True][:len(seen)], seen
+        if res.verified and res.bounded > 8 * 2 * 3:
+            split += 1
+            assert seen.count(False) >= 2 and seen.count(True) >= 2, seen
+    assert split >= 1                                  # a proof past the first recompute
+
+
+@pytest.mark.parametrize("few", [0, 1])
+def test_batches_with_few_first_layer_splits_get_the_same_bounds(monkeypatch, few):
+    """``bab.FEW_FIRST_SPLITS``: batches whose subdomains have at most that many split first-layer units run
+    the program that corrects only that many; none is left out, so the search is the one that corrects
+    ``first_splits`` (8 here) everywhere: the same verdicts, subdomains and lower bounds, below the grid's
+    minimum margin (with 1, both programs run within a search; 0 turns it off)."""
+    net = _random_mlp([2, 24, 24, 24, 3], 4)
+    cfg = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 512, steps=10, first_splits=8)
+    split, seen = bab._search_split, []
+
+    def spy(*a, **kw):
+        seen.append(kw["cfg"].first_splits)
+        return split(*a, **kw)
+
+    monkeypatch.setattr(bab, "_search_split", spy)
+    balls = _balls(net, 2, (0.95, 1.03), 1)
+    out = {}
+    for f in (few, 8):
+        monkeypatch.setattr(bab, "FEW_FIRST_SPLITS", f)
+        out[f] = [bab.bab_search(net, x, y, e, cfg) for x, y, e, m in balls]
+        if f == few:
+            assert set(seen) == ({1, 8} if few else {8}), set(seen)
+    for (x, y, e, m), a, b in zip(balls, out[few], out[8]):
+        assert a.lower <= m + 1e-4 * (1 + abs(m)) and (not a.verified or m > 0), (a, m)
+        assert (a.verified, a.reason, a.bounded) == (b.verified, b.reason, b.bounded), (a, b)
+        assert a.lower == pytest.approx(b.lower, rel=1e-4, abs=1e-5)
+
+
 def test_bad_branch_and_bound_settings_are_value_errors_naming_them():
     bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
     for kw, name in (({"branching": "best"}, "branching"), ({"recompute": "some"}, "recompute"),
                      ({"tighten": -1}, "tighten"), ({"tighten": 2.5}, "tighten"), ({"tighten": True}, "tighten"),
-                     ({"first_splits": -1}, "first_splits"), ({"first_splits": 1.5}, "first_splits")):
+                     ({"first_splits": -1}, "first_splits"), ({"first_splits": 1.5}, "first_splits"),
+                     ({"refresh": -1}, "refresh"), ({"refresh": 2.5}, "refresh")):
         with pytest.raises(ValueError, match=f"^{name}: "):
             bab.bab_config(bc, 64, **kw)
 
