@@ -858,8 +858,7 @@ def _leaf_bounds(prep, root, x, eps, sgn, rows=None, inherited=None, *, cfg: BaB
 
 #: :func:`bab_search` bounds a batch whose subdomains have at most this many split first-layer units with a
 #: program that corrects only that many (``BaBConfig.first_splits``; the same bounds up to float rounding, as
-#: none is left out),
-#: the others with ``first_splits``'. Side by side on ``benchmarks/verify_speed.py``'s 784-256-256-10 MLP
+#: none is left out), the other batches with ``first_splits``. Side by side on ``benchmarks/verify_speed.py``'s 784-256-256-10 MLP
 #: (per-margin search, alone on 2 cores): the 11,582-subdomain proof at eps 0.05 took 5.5 s against 7.5 s
 #: with 64 (the same subdomains), and an open box at eps 0.02 bounded 77,503 subdomains in 30 s against
 #: 62,655 (lower bound -0.44 against -0.46).
@@ -1087,9 +1086,8 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
     used = [pcfg]                         # the program of the last split (an exact leaf's bounds come from it)
 
     def split(sgn, units, leaves, fresh=True):
-        # the children's split first-layer units, at most: within FEW_FIRST_SPLITS, the program that corrects
-        # only that many (the same bounds, since none is left out)
-        n1 = int(np.max(np.count_nonzero(sgn[:, :h1], axis=1) + ((units >= 0) & (units < h1))))
+        # the children's split first-layer units, at most: within FEW_FIRST_SPLITS, the smaller program
+        n1 = int(np.max(np.count_nonzero(sgn[:, :h1], axis=1) + ((units >= 0) & (units < h1)))) if smaller else 0
         use = few if smaller and n1 <= FEW_FIRST_SPLITS else pcfg
         out = _search_split(prep, root, x, y, eps, jnp.asarray(sgn), jnp.asarray(units),
                             jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in leaves]), rows,
