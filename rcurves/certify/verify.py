@@ -136,6 +136,14 @@ BAB_CANDIDATES = 16
 #: with 1.2x / 1.6x the subdomains per second; 8 was worse than 4 on all three (the proof: 7,275
 #: subdomains, 23.1 s), and never recomputing (only the root's bounds) lost the proof (-4.0 after 30 s).
 REFRESH = 4
+#: ``bab.BaBConfig.cuts`` of the searches on networks with two hidden layers: rounds of separating Anderson
+#: et al.'s cuts of the first layer from the root LP (HiGHS, about 0.6 s per round on 784-256-256-10). On
+#: ``benchmarks/verify_speed.py``'s MLP (per-margin search, alone on 2 cores, 60 s): the open box at eps 0.02
+#: point 18 ended at -0.033 (1) / -0.032 (2) against -0.35 without cuts, eps 0.03 point 2 (unknown
+#: without) was proven in 29.6 s / 34.5 s (40,833 / 37,493 subdomains), eps 0.03 point 3 stayed open. The
+#: root LP of point 18's open margin: -3.210 (the triangle) -> -2.063 after one round -> -1.788 after eight.
+#: Deeper networks: not measured, not used.
+CUTS = 1
 #: Default and largest ``budget`` (subdomains bounded by branch and bound, over all margins). One margin's
 #: subdomain holds about 9 bytes per hidden unit (4.6 kB for 512 units) and the frontier at most half the
 #: subdomains bounded: the default's stays under 0.6 GB on the 784-256-256-10 MLP (its arrays double when
@@ -434,15 +442,16 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, *
     """Branch and bound of ``rnet`` (a :func:`box_network`) on its unit ball, label 0, until the ``deadline``
     (a ``time.perf_counter`` value) or ``budget`` subdomains: a ``certify.bab.SearchResult``. ``check``:
     ``bab_search``'s re-check of the subdomains' primal points (unit-ball points). ``kw``: more settings of
-    ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``, ``refresh``; default the module's,
-    ``refresh`` :data:`REFRESH` on networks with more than two hidden layers)."""
+    ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``, ``refresh``, ``cuts``; default the
+    module's: ``refresh`` :data:`REFRESH` on networks with more than two hidden layers, ``cuts`` :data:`CUTS` on
+    the others)."""
     from rcurves.certify.bab import SearchResult, bab_config, bab_search
     from rcurves.certify.bounds import BoundConfig
 
     left = deadline - time.perf_counter()
     if not left > 0:
         return SearchResult(False, -math.inf, 0, False, "time", 0, 0)
-    deep = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {}
+    deep = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {"cuts": CUTS}
     cfg = bab_config(BoundConfig(norm="linf", method="crown", domain=_DOMAIN), budget,
                      **{"steps": BAB_STEPS, **deep, **kw})
     return bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=left, check=check)
@@ -629,6 +638,6 @@ def verify(
     return result("unknown", "bab", bb.reason, lower=lower, upper=upper, subdomains=n_sub)
 
 
-__all__ = ["ATTACK_RESTARTS", "ATTACK_STEPS", "BAB_CANDIDATES", "BAB_STEPS", "DEFAULT_BUDGET", "REFRESH",
+__all__ = ["ATTACK_RESTARTS", "ATTACK_STEPS", "BAB_CANDIDATES", "BAB_STEPS", "CUTS", "DEFAULT_BUDGET", "REFRESH",
            "ENSEMBLE_GRADIENTS", "ENSEMBLE_SHARE", "MAX_BUDGET", "RESULT_WORDS", "STAGES", "STATUSES", "VerifyResult",
            "box_network", "verify"]

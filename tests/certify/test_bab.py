@@ -377,7 +377,8 @@ def test_bad_branch_and_bound_settings_are_value_errors_naming_them():
     for kw, name in (({"branching": "best"}, "branching"), ({"recompute": "some"}, "recompute"),
                      ({"tighten": -1}, "tighten"), ({"tighten": 2.5}, "tighten"), ({"tighten": True}, "tighten"),
                      ({"first_splits": -1}, "first_splits"), ({"first_splits": 1.5}, "first_splits"),
-                     ({"refresh": -1}, "refresh"), ({"refresh": 2.5}, "refresh")):
+                     ({"refresh": -1}, "refresh"), ({"refresh": 2.5}, "refresh"),
+                     ({"cuts": -1}, "cuts"), ({"cuts": 0.5}, "cuts")):
         with pytest.raises(ValueError, match=f"^{name}: "):
             bab.bab_config(bc, 64, **kw)
 
@@ -457,3 +458,78 @@ def test_an_exact_leaf_lp_is_the_minimum_over_its_activation_region():
     leaf = bab._leaf_bounds(prep, root, x, jnp.float32(eps), jnp.asarray(sgn), None, cfg=pcfg)
     emptiness = bab._exact_leaf(blocks, root, leaf, x, eps, cfg)
     assert emptiness == (np.inf, None)                             # the LP is infeasible: an empty leaf
+
+
+def _mixture_bound(prep, root, x, eps, bc, theta=None):
+    """CROWN's bound of the branched rows at the root, the first layer's upper side through ``root.cuts`` mixed
+    by ``theta`` (None: the triangle)."""
+    rel = [cb.relax(l, u) for l, u in root.bounds]
+    sg = [jnp.zeros_like(l) for l, _ in root.bounds]
+    cut = None if theta is None else (root.cuts, theta, (root.bounds[0][0] < 0) & (root.bounds[0][1] > 0))
+    lam, b = bab._backsub_split(prep, rel, sg, sg, root.lam0, root.b0, cut)
+    return np.asarray(cb.concretize(lam, b, x, eps, bc)[0])
+
+
+def test_first_layer_cuts_hold_on_the_box_and_mix_to_the_triangle():
+    """``_root_cuts`` (Anderson et al. 2020's cuts of the first layer, separated from the root LP): at every one
+    of 20,000 random points and the 64 vertices of the box each cut bounds its unit's ReLU from above with ``t``
+    its on/off state (the binary formulation they relax); the big-M pair alone, weighted by the triangle's
+    slope (the starting logits without the separated cuts), gives CROWN's bound exactly; any other mixture gives a sound bound (below the sampled
+    minimum of the row)."""
+    net, bc, prep, rng, x, y = _ball_6d([6, 32, 32, 3], 2, 1)
+    eps = 0.4
+    cfg = bab.bab_config(bc, 64, cuts=3)
+    xj, yj, ej = jnp.asarray(x), jnp.int32(y), jnp.float32(eps)
+    root = bab._root(prep, xj, yj, ej, cfg)
+    cuts = bab._root_cuts(net, root, xj, ej, cfg)
+    assert cuts is not None
+    h1 = root.bounds[0][0].shape[0]
+    real = np.asarray(cuts.unit) < h1
+    n_unstable = int(np.sum((np.asarray(root.bounds[0][0]) < 0) & (np.asarray(root.bounds[0][1]) > 0)))
+    assert real.sum() > 2 * n_unstable                                     # separation found cuts
+    corners = np.array(np.meshgrid(*[[-1.0, 1.0]] * 6)).reshape(6, -1).T
+    pts = np.clip(np.concatenate([rng.uniform(-1, 1, (20000, 6)), corners]) * eps + x, -1, 1)
+    w1, b1 = (np.asarray(v, np.float64) for v in (net.layers[0].w, net.layers[0].b))
+    z = pts @ w1.T + b1                                                    # (P, H_1)
+    unit, mat, const, kappa = (np.asarray(v, np.float64) for v in cuts[:4])
+    for c in np.flatnonzero(real):
+        k = int(unit[c])
+        t = (z[:, k] > 0).astype(np.float64)
+        g = pts @ mat[c] + const[c] + kappa[c] * t
+        assert np.all(np.maximum(z[:, k], 0.0) <= g + 1e-4 * (1 + np.abs(g))), c
+    root = root._replace(cuts=cuts)
+    r = root.lam0.shape[0]
+    tri = _mixture_bound(prep, root, xj, ej, bc)
+    pair = np.asarray(cuts.theta0).copy()
+    pair[2 * n_unstable:] = -1e4                          # the separated cuts (after each unit's pair) left out
+    theta0 = jnp.broadcast_to(jnp.asarray(pair), (r,) + pair.shape)
+    np.testing.assert_allclose(_mixture_bound(prep, root, xj, ej, bc, theta0), tri, rtol=1e-4, atol=1e-4)
+    # the rows' sampled minimum over the ball
+    h = np.maximum(z, 0.0)
+    for layer in [l for l in net.layers if isinstance(l, certify.Dense)][1:]:
+        h = h @ np.asarray(layer.w, np.float64).T + np.asarray(layer.b, np.float64)
+        if h.shape[1] != 3:
+            h = np.maximum(h, 0.0)
+    C = np.asarray(cb.margin_spec(yj, 3))
+    sampled = (h @ C.T).min(0)[np.asarray(jnp.argsort(root.root_lb))[:r]]
+    for s in range(20):
+        th = jnp.asarray(np.random.default_rng(s).normal(0, 3, (r, cuts.theta0.shape[0])), jnp.float32)
+        lb = _mixture_bound(prep, root, xj, ej, bc, th)
+        assert np.all(lb <= sampled + 1e-4 * (1 + np.abs(sampled))), (s, lb, sampled)
+
+
+def test_first_layer_cuts_prove_what_the_triangle_cannot(monkeypatch):
+    """One unstable unit ``relu(x1 + x2)`` on ``[-1, 1]^2`` and the margin ``2.5 - relu(x1 + x2) - x1 + x2`` (two
+    stable units carry ``x1`` and ``x2``): its minimum is 0.5 (a concave function: at the vertices (1, 1) and (1,
+    -1)), the triangle's LP gives -0.5 (``relu <= (z + 2) / 2``, 1 at the vertex (1, -1) where the ReLU is 0).
+    The cut ``relu(x1 + x2) <= x2 + 1`` (``I = {2}``), the one separation finds at the triangle's optimum, makes
+    the bound exact: with it the root is proven without a split, without it not."""
+    w1 = np.array([[1, 1], [1, 0], [0, 1]], np.float32)
+    w2 = np.array([[-1, -1, 1], [0, 0, 0]], np.float32)
+    net = certify.mlp([(w1, np.array([0, 10, 10], np.float32)), (w2, np.array([2.5, 0], np.float32))])
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0))
+    x = np.zeros(2, np.float32)
+    monkeypatch.setattr(bab, "CUT_THETA0", -2.0)
+    plain, cut = (bab.bab_search(net, x, 0, 1.0, bab.bab_config(bc, 1, steps=30, cuts=k)) for k in (0, 1))
+    assert not plain.verified and plain.lower == pytest.approx(-0.5, abs=1e-5), plain
+    assert cut.verified and 0.0 < cut.lower <= 0.5 + 1e-5, cut

@@ -134,9 +134,13 @@ def test_box_network_is_the_model_on_the_box_for_dense_and_conv_first_layers():
 # soundness against sampling, agreement with the MILP
 
 
-def test_verified_boxes_hold_at_every_sampled_point_and_corner(compiled):
+@pytest.mark.parametrize("cuts", [0, 1])
+def test_verified_boxes_hold_at_every_sampled_point_and_corner(compiled, monkeypatch, cuts):
+    """With and without the first layer's cuts (``verify.CUTS``; with them the boxes that needed branching are
+    proven at the root: the search's root, detail 'alpha-crown')."""
+    monkeypatch.setattr(VERIFY, "CUTS", cuts)
     rng = np.random.default_rng(5)
-    stages = set()
+    stages, details = set(), set()
     n_verified = 0
     for seed in (0, 2):
         ws = weights(seed)
@@ -151,9 +155,11 @@ def test_verified_boxes_hold_at_every_sampled_point_and_corner(compiled):
             if res.status == "verified":
                 n_verified += 1
                 stages.add(res.stage)
+                details.add(res.detail)
                 assert m.min() > 0, (seed, eps, res)
                 assert res.margin_lower > 0 and res.counterexample is None
-    assert n_verified >= 5 and {"crown", "bab"} <= stages      # both proof stages exercised
+    assert n_verified >= 5 and "crown" in details
+    assert {"crown", "bab"} <= stages if cuts == 0 else "alpha-crown" in details   # both proof stages exercised
 
 
 def test_falsified_boxes_carry_a_counterexample_inside_the_box_that_violates_it(compiled):
@@ -180,9 +186,13 @@ def test_falsified_boxes_carry_a_counterexample_inside_the_box_that_violates_it(
     assert n >= 5
 
 
-def test_status_agrees_with_the_exact_milp_on_random_boxes(compiled):
+@pytest.mark.parametrize("cuts", [0, 1])
+def test_status_agrees_with_the_exact_milp_on_random_boxes(compiled, monkeypatch, cuts):
+    """With and without the first layer's cuts (``verify.CUTS``): no contradiction with the exact MILP; without
+    them some boxes need branching, with them those are proven by the search's root."""
+    monkeypatch.setattr(VERIFY, "CUTS", cuts)
     rng = np.random.default_rng(11)
-    table, stages = {}, {}
+    table, stages, details = {}, {}, {}
     for seed in (0, 2, 3, 4, 5):
         ws = weights(seed)
         net = certify.mlp(ws)
@@ -193,12 +203,16 @@ def test_status_agrees_with_the_exact_milp_on_random_boxes(compiled):
             exact = milp_answer(ws, lo, hi, label, [j for j in range(3) if j != label])
             table[(res.status, exact)] = table.get((res.status, exact), 0) + 1
             stages[res.stage] = stages.get(res.stage, 0) + 1
+            details[res.detail] = details.get(res.detail, 0) + 1
             assert not (res.status == "verified" and exact == "violated"), (seed, eps, res)
             assert not (res.status == "falsified" and exact == "holds"), (seed, eps, res)
-    print("verify vs MILP:", table, "stages:", stages)
+    print("verify vs MILP:", table, "stages:", stages, "details:", details)
     assert table.get(("verified", "holds"), 0) >= 10 and table.get(("falsified", "violated"), 0) >= 8
     assert sum(v for (s, e), v in table.items() if e is not None and s == "unknown") <= 2   # decided where MILP is
-    assert stages.get("bab", 0) >= 2                     # some of them needed branching
+    if cuts == 0:
+        assert stages.get("bab", 0) >= 2                 # some of them needed branching
+    else:
+        assert details.get("alpha-crown", 0) + details.get("bab", 0) >= 2     # the search (its root) proved some
 
 
 def test_boxes_just_inside_and_just_beyond_the_exact_radius(compiled):
