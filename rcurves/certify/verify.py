@@ -138,11 +138,11 @@ BAB_CANDIDATES = 16
 REFRESH = 4
 #: ``bab.BaBConfig.cuts`` of the searches on networks with two hidden layers: rounds of separating Anderson
 #: et al.'s cuts of the first layer from the root LP (HiGHS, about 0.6 s per round on 784-256-256-10). On
-#: ``benchmarks/verify_speed.py``'s MLP (per-margin search, alone on 2 cores, 60 s): the open box at eps 0.02
-#: point 18 ended at -0.033 (1) / -0.032 (2) against -0.35 without cuts, eps 0.03 point 2 (unknown
-#: without) was proven in 29.6 s / 34.5 s (40,833 / 37,493 subdomains), eps 0.03 point 3 stayed open. The
-#: root LP of point 18's open margin: -3.210 (the triangle) -> -2.063 after one round -> -1.788 after eight.
-#: Deeper networks: not measured, not used.
+#: ``benchmarks/verify_speed.py``'s MLP (alone on 2 cores): the table went from 66 to 67 of 90 (eps 0.03
+#: point 2 proven in 28.8 s), the long proof at eps 0.05 from 11,582 to 478 subdomains; on the worst margin
+#: of five open boxes the bound after 30 s rose by 16-57% (e.g. -1.32 -> -0.57) at 0.66-1.07x the
+#: subdomains per second; 2 and 4 rounds were no better than 1 (more cuts per subdomain). On 784-256x4-10
+#: (four boxes) -9% to +23%: deeper networks do not use them (see ``docs/certify.md``).
 CUTS = 1
 #: Default and largest ``budget`` (subdomains bounded by branch and bound, over all margins). One margin's
 #: subdomain holds about 9 bytes per hidden unit (4.6 kB for 512 units) and the frontier at most half the
