@@ -519,7 +519,8 @@ def _second_layer(prep: Prepared, root: Root, x, eps, bcfg: BoundConfig, r, n_sp
 
 def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
     """``(bound_one, init_params, total, sub_bounds)``: the bound of one subdomain of ``root``'s ball (see the
-    module doc), its starting ``(alpha, beta)`` (with ``cfg.refresh``, also the root's hidden bounds of the
+    module doc), its starting ``(alpha, beta)`` (with ``root.cuts`` also the cut mixtures' logits ``theta (R,
+    C)``, then with ``cfg.refresh`` also the root's hidden bounds of the
     layers after the first: ``bound_one`` returns the subdomain's in the same place), the number ``H`` of
     hidden units (the length of a subdomain's ``sgn``), and ``sub_bounds(sgn, inherited=None, fresh=True) ->
     (bounds, relaxations)``: the hidden bounds ``bound_one`` uses.
@@ -648,7 +649,7 @@ def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
         return p if bcfg.domain is None else jnp.clip(p, *bcfg.domain)
 
     def bound_one(sgn, params0, primal=False, fresh=True):
-        """``(lowest margin bound, next unit to split or -1, optimised (alpha, beta))``
+        """``(lowest margin bound, next unit to split or -1, optimised (alpha, beta[, theta]))``
         of one subdomain, its Adam run started at ``params0`` (the parent's); with ``primal``, also
         :func:`primal_point` of its optimised bound. With ``cfg.refresh``, ``params0`` also holds the
         parent's hidden bounds (intersected with the recomputed ones; with ``fresh`` false, only the second
@@ -908,7 +909,9 @@ def _program_cfg(cfg: BaBConfig) -> BaBConfig:
 @functools.partial(jax.jit, static_argnames=("cfg",))
 def _search_root(net, x, y, eps, *, cfg: BaBConfig):
     """``(prep, root, params)``: the shared arrays of the ball and the root subdomain's starting
-    ``(alpha, beta)`` (its bound comes from :func:`_search_split`: one program to compile, not two)."""
+    ``(alpha, beta)`` (with ``cfg.refresh`` also the root's hidden bounds; the root has no cuts here:
+    :func:`bab_search` adds them and their logits) (its bound comes from :func:`_search_split`: one program to
+    compile, not two)."""
     from rcurves.certify.bounds import prepare
 
     prep = prepare(net, dataclasses.replace(cfg.bound, method="crown"))
@@ -1268,6 +1271,7 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         if cuts is not None:
             root = root._replace(cuts=cuts)
             p0 = (p0[0], p0[1], jnp.broadcast_to(cuts.theta0, (root.lam0.shape[0],) + cuts.theta0.shape), *p0[2:])
+    n_opt = 2 if root.cuts is None else 3        # params: (alpha, beta[, theta][, inherited hidden bounds])
     total = int(sum(math.prod(l.shape) for l, _ in root.bounds))
     treedef = jax.tree_util.tree_structure(p0)
     rows = _unstable_rows(prep, root) if cfg.recompute == "unstable" else None
@@ -1320,7 +1324,7 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
             leaf_blocks.extend(_leaf_blocks(prep))
         inherited = None
         if cfg.refresh > 0:
-            inherited = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in leaves])[2]
+            inherited = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in leaves])[n_opt]
         leaf = _exact_leaf(leaf_blocks, root, _leaf_bounds(prep, root, x, eps, jnp.asarray(sgn), rows, inherited,
                                                            cfg=used[0]), x, eps, cfg, sgn, t_end - _now())
         if leaf is None:

@@ -533,3 +533,25 @@ def test_first_layer_cuts_prove_what_the_triangle_cannot(monkeypatch):
     plain, cut = (bab.bab_search(net, x, 0, 1.0, bab.bab_config(bc, 1, steps=30, cuts=k)) for k in (0, 1))
     assert not plain.verified and plain.lower == pytest.approx(-0.5, abs=1e-5), plain
     assert cut.verified and 0.0 < cut.lower <= 0.5 + 1e-5, cut
+
+
+def test_cuts_with_inherited_bounds_and_exact_leaves_stay_below_the_grid_minimum():
+    """Cuts together with ``refresh`` (the params hold ``(alpha, beta, theta, hidden bounds)``) on a small MLP
+    whose searches reach exact leaves: each search ends, its lower bound stays below the grid's minimum margin
+    on the ball, a proof only where that minimum is positive, a counterexample only where it is not."""
+    net = _random_mlp([2, 6, 6, 3], 4)
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
+    g = np.linspace(-1, 1, 401, dtype=np.float32)
+    balls = [(x, y, e, m) for x, y, e, m in _balls(net, 3, (0.9, 1.03), 1)]
+    x0 = np.array([0.1, -0.2], np.float32)
+    y0 = int(np.argmax(np.asarray(net.logits(x0[None]))[0]))
+    pts = np.stack(np.meshgrid(np.clip(x0[0] + 0.4 * g, *BOX), np.clip(x0[1] + 0.4 * g, *BOX)), -1).reshape(-1, 2)
+    z = np.asarray(net.logits(pts), np.float64)
+    balls.append((x0, y0, np.float32(0.4), float((z[:, y0] - np.delete(z, y0, axis=1).max(1)).min())))
+    for i, (x, y, eps, m) in enumerate(balls):
+        res = bab.bab_search(net, x, y, eps, bab.bab_config(bc, 200, steps=5, cuts=1, refresh=1, batch=2))
+        assert res.lower <= m + 1e-4 * (1 + abs(m)), (i, res, m)
+        assert not res.verified or m > 0, (i, res, m)
+        if res.reason == "falsified":
+            zz = np.asarray(net.logits(res.x_adv[None].astype(np.float32)))[0]
+            assert zz[y] <= np.delete(zz, y).max(), (i, res)
