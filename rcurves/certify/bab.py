@@ -517,6 +517,26 @@ def _second_layer(prep: Prepared, root: Root, x, eps, bcfg: BoundConfig, r, n_sp
     return lb
 
 
+def _n_optimised(root: Root) -> int:
+    """How many leading entries of a subdomain's params Adam optimises: ``(alpha, beta[, theta])``; any
+    after them are the inherited hidden bounds (``BaBConfig.refresh``)."""
+    return 2 if root.cuts is None else 3
+
+
+def _start_params(root: Root, cfg: BaBConfig):
+    """The root subdomain's params: CROWN's adaptive slopes (at the root's bounds), no split multipliers, with
+    ``root.cuts`` the cut mixtures' starting logits ``theta0``; with ``cfg.refresh``, also the root's hidden
+    bounds of the layers after the first (a subdomain's, inherited by its children)."""
+    n_rows = root.lam0.shape[0]
+    alpha = [jnp.broadcast_to((u > -l).astype(jnp.float32), (n_rows,) + l.shape) for l, u in root.bounds]
+    beta = [jnp.zeros((n_rows,) + l.shape, jnp.float32) for l, _ in root.bounds]
+    opt_part = (alpha, beta) if root.cuts is None else (alpha, beta, jnp.broadcast_to(
+        root.cuts.theta0, (n_rows,) + root.cuts.theta0.shape))
+    if cfg.refresh > 0:
+        return (*opt_part, [(l, u) for l, u in root.bounds[1:]])
+    return opt_part
+
+
 def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
     """``(bound_one, init_params, total, sub_bounds)``: the bound of one subdomain of ``root``'s ball (see the
     module doc), its starting ``(alpha, beta)`` (with ``root.cuts`` also the cut mixtures' logits ``theta (R,
@@ -572,7 +592,7 @@ def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
             rels.append(relax(l, u))
         return out, rels
 
-    n_opt = 2 if root.cuts is None else 3       # the optimised part of params: (alpha, beta[, theta])
+    n_opt = _n_optimised(root)
 
     def cut_of(params, sb, w=None):
         if root.cuts is None:
@@ -587,16 +607,7 @@ def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
         lam, b = _backsub_split(prep, rel, sg, [jnp.maximum(bt, 0.0) for bt in betas], lam0, b0, cut_of(params, sb))
         return concretize(lam, b, x, eps, bcfg)[0]
 
-    def init_params():
-        """CROWN's adaptive slopes (at the root's bounds) and no split multipliers; with ``cfg.refresh``, also
-        the root's hidden bounds of the layers after the first (a subdomain's, inherited by its children)."""
-        alpha = [jnp.broadcast_to((u > -l).astype(jnp.float32), (n_rows,) + l.shape) for l, u in bounds]
-        beta = [jnp.zeros((n_rows,) + l.shape, jnp.float32) for l, _ in bounds]
-        opt_part = (alpha, beta) if root.cuts is None else (alpha, beta, jnp.broadcast_to(
-            root.cuts.theta0, (n_rows,) + root.cuts.theta0.shape))
-        if cfg.refresh > 0:
-            return (*opt_part, [(l, u) for l, u in bounds[1:]])
-        return opt_part
+    init_params = functools.partial(_start_params, root, cfg)
 
     def child_estimates(params, sgn, sb, units):
         """``(2, k)``: the lowest margin bound of the active (row 0) and inactive (row 1) child of a split on
@@ -1109,42 +1120,36 @@ def _unstable_rows(prep: Prepared, root: Root):
 CUT_THETA0 = -2.0
 
 
-def _mlp_weights(net):
-    """``[(w (out, in) float64, b), ...]`` of an MLP (reshapes, then Dense / ReLU alternating, Dense last), or
-    None for any other network."""
+def _is_mlp(net) -> bool:
+    """Whether ``net`` is an MLP: reshapes aside, Dense and ReLU alternating, Dense first and last (the
+    networks :func:`bab_search` adds cuts to)."""
     from rcurves.certify.layers import Dense, ReLU, Reshape
 
     layers = [l for l in net.layers if not isinstance(l, Reshape)]
-    if len(layers) < 3 or len(layers) % 2 == 0:
-        return None
-    for i, l in enumerate(layers):
-        if not isinstance(l, Dense if i % 2 == 0 else ReLU):
-            return None
-    return [(np.asarray(l.w, np.float64), np.asarray(l.b, np.float64)) for l in layers[0::2]]
+    return (len(layers) >= 3 and len(layers) % 2 == 1
+            and all(isinstance(l, Dense if i % 2 == 0 else ReLU) for i, l in enumerate(layers)))
 
 
-def _root_cuts(net, root: Root, x, eps, cfg: BaBConfig, time_limit: float = math.inf):
+def _root_cuts(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float = math.inf):
     """:class:`Cuts` for the first layer of an MLP: the LP of the triangle relaxation of every layer (the root's
     bounds) with the first layer in its big-M form (a variable ``t_k in [0, 1]`` per unstable unit), minimising
     the worst branched row, and ``cfg.cuts`` rounds of separation (Anderson et al. 2020, section 3.2: for the
     LP's point, per unit the subset ``I = {i: w_i (x_i - Lb_i (1 - t)) < w_i Ub_i t}`` gives the most violated
     cut of the family in linear time), each solved again with the violated cuts added (HiGHS through scipy).
-    None where the network is not an MLP on an l_inf box, or no first-layer unit is unstable."""
+    ``blocks``: :func:`_leaf_blocks` of the network (its hidden blocks' affine maps; :func:`bab_search` passes
+    them only for MLPs on an l_inf ball). None where no first-layer unit is unstable."""
     import scipy.sparse as sps
     from scipy.optimize import linprog
 
-    ws = _mlp_weights(net)
-    if ws is None or cfg.bound.norm != "linf":
-        return None
     t_end = _now() + time_limit
     lo, hi = (np.asarray(v, np.float64) for v in _box(jnp.asarray(x).reshape(-1), eps, cfg.bound))
     bnds = [(np.asarray(l, np.float64).reshape(-1), np.asarray(u, np.float64).reshape(-1)) for l, u in root.bounds]
-    w1, b1 = ws[0]
+    w1, b1 = blocks[0]
     l1, u1 = bnds[0]
     unst = np.flatnonzero((l1 < 0) & (u1 > 0))
     if unst.size == 0:
         return None
-    D, sizes = w1.shape[1], [w.shape[0] for w, _ in ws[:-1]]
+    D, sizes = w1.shape[1], [w.shape[0] for w, _ in blocks]
     off = [D + sum(sizes[:j]) for j in range(len(sizes))]          # a_j's first variable
     it = off[-1] + sizes[-1]                                        # the t variables
     nv = it + unst.size
@@ -1153,7 +1158,7 @@ def _root_cuts(net, root: Root, x, eps, cfg: BaBConfig, time_limit: float = math
         var_b += [(max(0.0, a), max(0.0, b)) for a, b in zip(l, u)]
     var_b += [(0.0, 1.0)] * unst.size
     rows, rhs, eqs, eq_rhs = [], [], [], []
-    for j, ((w, b), (l, u)) in enumerate(zip(ws[:-1], bnds)):
+    for j, ((w, b), (l, u)) in enumerate(zip(blocks, bnds)):
         src = np.arange(D) if j == 0 else off[j - 1] + np.arange(sizes[j - 1])
         for k in range(w.shape[0]):
             a = off[j] + k
@@ -1266,12 +1271,14 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
     y, eps = jnp.int32(y), jnp.float32(eps)
     B = max(1, cfg.batch)
     prep, root, p0 = _search_root(net, x, y, eps, cfg=pcfg)
-    if cfg.cuts > 0:
-        cuts = _root_cuts(net, root, x, eps, cfg, t_end - _now())
+    leaf_blocks = []                      # the hidden blocks' float64 maps (cuts, exact leaves), built once
+    if cfg.cuts > 0 and _is_mlp(net) and cfg.bound.norm == "linf":
+        leaf_blocks.extend(_leaf_blocks(prep))
+        cuts = _root_cuts(leaf_blocks, root, x, eps, cfg, t_end - _now())
         if cuts is not None:
             root = root._replace(cuts=cuts)
-            p0 = (p0[0], p0[1], jnp.broadcast_to(cuts.theta0, (root.lam0.shape[0],) + cuts.theta0.shape), *p0[2:])
-    n_opt = 2 if root.cuts is None else 3        # params: (alpha, beta[, theta][, inherited hidden bounds])
+            p0 = _start_params(root, pcfg)
+    n_opt = _n_optimised(root)
     total = int(sum(math.prod(l.shape) for l, _ in root.bounds))
     treedef = jax.tree_util.tree_structure(p0)
     rows = _unstable_rows(prep, root) if cfg.recompute == "unstable" else None
@@ -1311,8 +1318,6 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(params)]
         used[0] = use
         return np.asarray(kids), np.asarray(lb), np.asarray(nxt), leaves, pts, np.asarray(marg)
-
-    leaf_blocks = []
 
     def exact(sgn, leaves):
         """A subdomain with no unstable unit left (the network is affine on it): its exact minimum by an LP

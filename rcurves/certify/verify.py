@@ -451,9 +451,9 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, *
     left = deadline - time.perf_counter()
     if not left > 0:
         return SearchResult(False, -math.inf, 0, False, "time", 0, 0)
-    deep = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {"cuts": CUTS}
+    by_depth = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {"cuts": CUTS}
     cfg = bab_config(BoundConfig(norm="linf", method="crown", domain=_DOMAIN), budget,
-                     **{"steps": BAB_STEPS, **deep, **kw})
+                     **{"steps": BAB_STEPS, **by_depth, **kw})
     return bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=left, check=check)
 
 

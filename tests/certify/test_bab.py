@@ -78,19 +78,25 @@ def test_l2_radius_never_exceeds_the_nearest_misclassified_grid_point(seed):
 # bab_search: one ball, driven from the host
 
 
+def _grid_min(net, x, y, eps, n=161):
+    """The smallest margin ``z_y - max_{j != y} z_j`` of a 2-D MLP over an ``n x n`` grid of the l_inf ball
+    (clipped to the box)."""
+    g = np.linspace(-1, 1, n, dtype=np.float32)
+    pts = np.stack(np.meshgrid(np.clip(x[0] + eps * g, *BOX), np.clip(x[1] + eps * g, *BOX)), -1)
+    z = np.asarray(net.logits(pts.reshape(-1, 2)), np.float64)
+    return float((z[:, y] - np.delete(z, y, axis=1).max(1)).min())
+
+
 def _balls(net, n, factors, seed):
     """``(x, y, eps, grid min margin on the ball)`` at ``factors`` times each point's grid distance."""
     xs = np.random.default_rng(seed).uniform(-0.8, 0.8, (n, 2)).astype(np.float32)
     ys = np.argmax(np.asarray(net.logits(xs)), 1)
     d = _grid_search(net, xs, ys, "linf")[0]
-    g = np.linspace(-1, 1, 161, dtype=np.float32)
     out = []
     for x, y, di in zip(xs, ys, d):
         for f in factors:
             eps = np.float32(f * di)
-            pts = np.stack(np.meshgrid(np.clip(x[0] + eps * g, *BOX), np.clip(x[1] + eps * g, *BOX)), -1)
-            z = np.asarray(net.logits(pts.reshape(-1, 2)), np.float64)
-            out.append((x, int(y), eps, float((z[:, y] - np.delete(z, y, axis=1).max(1)).min())))
+            out.append((x, int(y), eps, _grid_min(net, x, int(y), eps)))
     return out
 
 
@@ -172,6 +178,14 @@ def _ball_6d(sizes, net_seed, seed):
     return net, bc, cb.prepare(net, bc), rng, x, y
 
 
+def _ball_samples(rng, x, eps, n=20000):
+    """``n`` uniform points of the l_inf ball of a 6-input point and its 64 vertices, clipped to ``[-1, 1]``,
+    float32 (what the network sees)."""
+    corners = np.array(np.meshgrid(*[[-1.0, 1.0]] * 6)).reshape(6, -1).T
+    pts = np.concatenate([rng.uniform(-1, 1, (n, 6)), corners]) * eps + x
+    return np.clip(pts, -1.0, 1.0).astype(np.float32)
+
+
 def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
     """alpha-CROWN's hidden bounds at the root (``BaBConfig.tighten``): every pre-activation of 20,000
     random points and all 2^6 vertices of the box lies inside them; each is inside CROWN's and the layers
@@ -181,9 +195,7 @@ def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
     eps = 0.3
     r0, r1 = (bab._root(prep, jnp.asarray(x), jnp.int32(y), jnp.float32(eps), bab.bab_config(bc, 64, tighten=t))
               for t in (0, 30))
-    corners = np.array(np.meshgrid(*[[-1.0, 1.0]] * 6)).reshape(6, -1).T
-    pts = np.concatenate([rng.uniform(-1, 1, (20000, 6)), corners]) * eps + x
-    pts = np.clip(pts, -1.0, 1.0).astype(np.float32)
+    pts = _ball_samples(rng, x, eps)
     h, narrower = pts, []
     denses = [layer for layer in net.layers if isinstance(layer, certify.Dense)]
     for k, ((l0, u0), (l1, u1), dense) in enumerate(zip(r0.bounds, r1.bounds, denses)):
@@ -481,14 +493,13 @@ def test_first_layer_cuts_hold_on_the_box_and_mix_to_the_triangle():
     cfg = bab.bab_config(bc, 64, cuts=3)
     xj, yj, ej = jnp.asarray(x), jnp.int32(y), jnp.float32(eps)
     root = bab._root(prep, xj, yj, ej, cfg)
-    cuts = bab._root_cuts(net, root, xj, ej, cfg)
+    cuts = bab._root_cuts(bab._leaf_blocks(prep), root, xj, ej, cfg)
     assert cuts is not None
     h1 = root.bounds[0][0].shape[0]
     real = np.asarray(cuts.unit) < h1
     n_unstable = int(np.sum((np.asarray(root.bounds[0][0]) < 0) & (np.asarray(root.bounds[0][1]) > 0)))
     assert real.sum() > 2 * n_unstable                                     # separation found cuts
-    corners = np.array(np.meshgrid(*[[-1.0, 1.0]] * 6)).reshape(6, -1).T
-    pts = np.clip(np.concatenate([rng.uniform(-1, 1, (20000, 6)), corners]) * eps + x, -1, 1)
+    pts = _ball_samples(rng, x, eps).astype(np.float64)
     w1, b1 = (np.asarray(v, np.float64) for v in (net.layers[0].w, net.layers[0].b))
     z = pts @ w1.T + b1                                                    # (P, H_1)
     unit, mat, const, kappa = (np.asarray(v, np.float64) for v in cuts[:4])
@@ -541,13 +552,10 @@ def test_cuts_with_inherited_bounds_and_exact_leaves_stay_below_the_grid_minimum
     on the ball, a proof only where that minimum is positive, a counterexample only where it is not."""
     net = _random_mlp([2, 6, 6, 3], 4)
     bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
-    g = np.linspace(-1, 1, 401, dtype=np.float32)
-    balls = [(x, y, e, m) for x, y, e, m in _balls(net, 3, (0.9, 1.03), 1)]
+    balls = _balls(net, 3, (0.9, 1.03), 1)
     x0 = np.array([0.1, -0.2], np.float32)
     y0 = int(np.argmax(np.asarray(net.logits(x0[None]))[0]))
-    pts = np.stack(np.meshgrid(np.clip(x0[0] + 0.4 * g, *BOX), np.clip(x0[1] + 0.4 * g, *BOX)), -1).reshape(-1, 2)
-    z = np.asarray(net.logits(pts), np.float64)
-    balls.append((x0, y0, np.float32(0.4), float((z[:, y0] - np.delete(z, y0, axis=1).max(1)).min())))
+    balls.append((x0, y0, np.float32(0.4), _grid_min(net, x0, y0, np.float32(0.4), n=401)))
     for i, (x, y, eps, m) in enumerate(balls):
         res = bab.bab_search(net, x, y, eps, bab.bab_config(bc, 200, steps=5, cuts=1, refresh=1, batch=2))
         assert res.lower <= m + 1e-4 * (1 + abs(m)), (i, res, m)
