@@ -231,6 +231,11 @@ class BaBConfig:
         (:class:`Cuts`, :func:`_cut_terms`): the Lagrangian dual of the LP with those cuts, sound for every
         mixture. On the 784-256-256-10 MNIST MLP the root LP of an open margin went from -3.21 (triangle)
         to -2.06 with one round (``certify.verify.CUTS``).
+      second_cuts: 0 (default): the root's bounds of the second hidden layer are CROWN's. ``k >= 1`` (MLPs with
+        at least two hidden layers on an l_inf box, :func:`bab_search` only): each unstable second-layer unit's
+        lower and upper bound is tightened by the LP over the first layer with ``k`` rounds of its own cuts
+        (:func:`rcurves.certify.cutting.second_layer_bounds`; HiGHS, within the time limit, before the margin's
+        cuts), and every subdomain's bounds are intersected with them (``certify.verify.SECOND_CUTS``).
     """
 
     bound: BoundConfig
@@ -247,6 +252,7 @@ class BaBConfig:
     first_splits: int = 64
     refresh: int = 0
     cuts: int = 0
+    second_cuts: int = 0
 
 
 def _backsub_split(prep: Prepared, relaxes: List[Relax], sgns, betas, lam, bias, cut=None):
@@ -841,7 +847,7 @@ def bab_config(bound: BoundConfig, budget: int, steps: int = 20, lr: float = 0.1
                branching: str = BaBConfig.branching, candidates: int = BaBConfig.candidates,
                recompute: str = BaBConfig.recompute, tighten: int = BaBConfig.tighten,
                first_splits: int = BaBConfig.first_splits, refresh: int = BaBConfig.refresh,
-               cuts: int = BaBConfig.cuts) -> BaBConfig:
+               cuts: int = BaBConfig.cuts, second_cuts: int = BaBConfig.second_cuts) -> BaBConfig:
     """The :class:`BaBConfig` that bounds about ``budget`` subdomains per
     certification, ``batch`` split per iteration, with a frontier that cannot
     overflow. An iteration that splits ``v`` subdomains bounds ``2 v`` and
@@ -861,9 +867,11 @@ def bab_config(bound: BoundConfig, budget: int, steps: int = 20, lr: float = 0.1
     first_splits = check_positive_int(first_splits, "first_splits", minimum=0)
     refresh = check_positive_int(refresh, "refresh", minimum=0)
     cuts = check_positive_int(cuts, "cuts", minimum=0)
+    second_cuts = check_positive_int(second_cuts, "second_cuts", minimum=0)
     return BaBConfig(bound=bound, batch=batch, budget=budget, capacity=budget + 2 * batch + 1, steps=steps, lr=lr,
                      branching=branching, candidates=max(1, int(candidates)), recompute=recompute,
-                     tighten=tighten, first_splits=first_splits, refresh=refresh, cuts=cuts)
+                     tighten=tighten, first_splits=first_splits, refresh=refresh, cuts=cuts,
+                     second_cuts=second_cuts)
 
 
 bab_jit = jax.jit(_bab_program, static_argnames=("cfg", "batch"))
@@ -913,8 +921,9 @@ def _now() -> float:
 
 
 def _program_cfg(cfg: BaBConfig) -> BaBConfig:
-    """``cfg`` without the settings the host loop applies (budget, capacity): one program for any budget."""
-    return dataclasses.replace(cfg, budget=0, capacity=0)
+    """``cfg`` without the settings the host applies (budget, capacity, second_cuts): one program for any
+    budget."""
+    return dataclasses.replace(cfg, budget=0, capacity=0, second_cuts=0)
 
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
@@ -1141,6 +1150,8 @@ def _root_cuts(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float = m
     import scipy.sparse as sps
     from scipy.optimize import linprog
 
+    from rcurves.certify.cutting import cut_row, input_ends, separate
+
     t_end = _now() + time_limit
     lo, hi = (np.asarray(v, np.float64) for v in _box(jnp.asarray(x).reshape(-1), eps, cfg.bound))
     bnds = [(np.asarray(l, np.float64).reshape(-1), np.asarray(u, np.float64).reshape(-1)) for l, u in root.bounds]
@@ -1182,8 +1193,7 @@ def _root_cuts(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float = m
                               shape=(len(rs), nv))
 
     a_eq = mat(eqs) if eqs else None
-    lb_in = np.where(w1 >= 0, lo[None, :], hi[None, :])            # Lb, Ub per (unit, input)
-    ub_in = np.where(w1 >= 0, hi[None, :], lo[None, :])
+    lb_in, ub_in = input_ends(w1, lo, hi)                           # Lb, Ub per (unit, input)
     found = []                                                      # (unit, mask)
     for _ in range(cfg.cuts):
         if _now() >= t_end:
@@ -1193,20 +1203,15 @@ def _root_cuts(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float = m
         if res.status != 0:
             break
         xv = res.x
-        new = 0
-        for n_, k in enumerate(unst):
-            t = xv[it + n_]
-            t_in = w1[k] * (xv[:D] - lb_in[k] * (1.0 - t))
-            t_out = w1[k] * ub_in[k] * t
-            inside = t_in < t_out
-            if xv[off[0] + k] - (np.sum(np.where(inside, t_in, t_out)) + b1[k] * t) > 1e-6:
-                idx = np.flatnonzero(inside)
-                kap = np.sum(w1[k][idx] * lb_in[k][idx]) + b1[k] + np.sum(np.where(inside, 0.0, w1[k] * ub_in[k]))
-                rows.append((np.r_[off[0] + k, idx, it + n_], np.r_[1.0, -w1[k][idx], -kap]))
-                rhs.append(-np.sum(w1[k][idx] * lb_in[k][idx]))
-                found.append((k, inside))
-                new += 1
-        if new == 0:
+        sep = separate(w1[unst], b1[unst], lb_in[unst], ub_in[unst], xv[:D], xv[off[0] + unst], xv[it:it + unst.size])
+        for n_, inside in sorted(zip(sep.units.tolist(), sep.inside), key=lambda p: p[0]):
+            k = unst[n_]
+            coef, kap, r = cut_row(w1[k], b1[k], lb_in[k], ub_in[k], inside)
+            idx = np.flatnonzero(inside)
+            rows.append((np.r_[off[0] + k, idx, it + n_], np.r_[1.0, -coef[idx], -kap]))
+            rhs.append(r)
+            found.append((k, inside))
+        if sep.units.size == 0:
             break
     # every unstable unit: I = all, I = empty (the triangle's pair), then the cuts found
     units, mats, consts, kaps, th = [], [], [], [], []
@@ -1229,6 +1234,47 @@ def _root_cuts(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float = m
     f32 = lambda v: jnp.asarray(np.asarray(v, np.float64), jnp.float32)      # noqa: E731
     return Cuts(jnp.asarray(np.r_[units, np.full(pad, h1)], jnp.int32), f32(np.r_[mats, np.zeros((pad, D))]),
                 f32(np.r_[consts, np.zeros(pad)]), f32(np.r_[kaps, np.zeros(pad)]), f32(np.r_[th, np.zeros(pad)]))
+
+
+#: :func:`_second_tightened`'s last results, by the digest of what they depend on: ``verify`` searches each
+#: margin of a box on its own, and the margins' networks share the first two layers.
+_SECOND_CACHE: dict = {}
+
+
+def _outward(v: np.ndarray, down: bool) -> np.ndarray:
+    """float64 ``v`` in float32, rounded down (``down``) or up: a bound that stays a bound."""
+    f = v.astype(np.float32)
+    step = np.nextafter(f, np.float32(-np.inf if down else np.inf))
+    return np.where((f > v) if down else (f < v), step, f)
+
+
+def _second_tightened(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float):
+    """``root.bounds`` with the second hidden layer's intersected with the LP bounds of
+    :func:`rcurves.certify.cutting.second_layer_bounds` (``cfg.second_cuts`` rounds), rounded outward to
+    float32; unchanged where HiGHS is missing or nothing is unstable. A complete result is kept for the
+    next call on the same box and first two layers (:data:`_SECOND_CACHE`)."""
+    import hashlib
+
+    from rcurves.certify.cutting import second_layer_bounds
+
+    lo, hi = (np.asarray(v, np.float64) for v in _box(jnp.asarray(x).reshape(-1), eps, cfg.bound))
+    l1, u1 = (np.asarray(v, np.float64).reshape(-1) for v in root.bounds[0])
+    l2, u2 = (np.asarray(v, np.float32).reshape(-1) for v in root.bounds[1])
+    parts = (*blocks[0], *blocks[1], lo, hi, l1, u1, l2, u2, np.asarray([cfg.second_cuts]))
+    key = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in parts)).hexdigest()
+    got = _SECOND_CACHE.get(key)
+    if got is None:
+        res = second_layer_bounds(blocks, [(l1, u1), (l2, u2)], lo, hi, rounds=cfg.second_cuts,
+                                  time_limit=time_limit)
+        if res is None:
+            return root.bounds
+        got = (np.maximum(l2, _outward(res.lower, True)), np.minimum(u2, _outward(res.upper, False)))
+        if res.bounds == 2 * int(np.sum((l2 < 0) & (u2 > 0))):
+            _SECOND_CACHE.clear()
+            _SECOND_CACHE[key] = got
+    shape = root.bounds[1][0].shape
+    return [root.bounds[0], (jnp.asarray(got[0].reshape(shape)), jnp.asarray(got[1].reshape(shape))),
+            *root.bounds[2:]]
 
 
 def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, check=None) -> SearchResult:
@@ -1272,9 +1318,12 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
     B = max(1, cfg.batch)
     prep, root, p0 = _search_root(net, x, y, eps, cfg=pcfg)
     leaf_blocks = []                      # the hidden blocks' float64 maps (cuts, exact leaves), built once
-    if cfg.cuts > 0 and _is_mlp(net) and cfg.bound.norm == "linf":
+    if (cfg.cuts > 0 or cfg.second_cuts > 0) and _is_mlp(net) and cfg.bound.norm == "linf":
         leaf_blocks.extend(_leaf_blocks(prep))
-        cuts = _root_cuts(leaf_blocks, root, x, eps, cfg, t_end - _now())
+        if cfg.second_cuts > 0 and len(leaf_blocks) >= 2:
+            root = root._replace(bounds=_second_tightened(leaf_blocks, root, x, eps, cfg, t_end - _now()))
+            p0 = _start_params(root, pcfg)
+        cuts = _root_cuts(leaf_blocks, root, x, eps, cfg, t_end - _now()) if cfg.cuts > 0 else None
         if cuts is not None:
             root = root._replace(cuts=cuts)
             p0 = _start_params(root, pcfg)

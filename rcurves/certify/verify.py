@@ -144,6 +144,10 @@ REFRESH = 4
 #: subdomains per second; 2 and 4 rounds were no better than 1 (more cuts per subdomain). On 784-256x4-10
 #: (four boxes) -9% to +23%: deeper networks do not use them (see ``docs/certify.md``).
 CUTS = 1
+#: ``bab.BaBConfig.second_cuts`` of the searches on networks with two hidden layers: rounds of separating the
+#: first layer's cuts for each bound of the second layer's unstable units at the root
+#: (``certify.cutting.second_layer_bounds``; measured in ``docs/certify.md``).
+SECOND_CUTS = 2
 #: Default and largest ``budget`` (subdomains bounded by branch and bound, over all margins). One margin's
 #: subdomain holds about 9 bytes per hidden unit (4.6 kB for 512 units) and the frontier at most half the
 #: subdomains bounded: the default's stays under 0.6 GB on the 784-256-256-10 MLP (its arrays double when
@@ -443,15 +447,15 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, *
     (a ``time.perf_counter`` value) or ``budget`` subdomains: a ``certify.bab.SearchResult``. ``check``:
     ``bab_search``'s re-check of the subdomains' primal points (unit-ball points). ``kw``: more settings of
     ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``, ``refresh``, ``cuts``; default the
-    module's: ``refresh`` :data:`REFRESH` on networks with more than two hidden layers, ``cuts`` :data:`CUTS` on
-    the others)."""
+    module's: ``refresh`` :data:`REFRESH` on networks with more than two hidden layers, ``cuts`` :data:`CUTS` and
+    ``second_cuts`` :data:`SECOND_CUTS` on the others)."""
     from rcurves.certify.bab import SearchResult, bab_config, bab_search
     from rcurves.certify.bounds import BoundConfig
 
     left = deadline - time.perf_counter()
     if not left > 0:
         return SearchResult(False, -math.inf, 0, False, "time", 0, 0)
-    by_depth = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {"cuts": CUTS}
+    by_depth = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {"cuts": CUTS, "second_cuts": SECOND_CUTS}
     cfg = bab_config(BoundConfig(norm="linf", method="crown", domain=_DOMAIN), budget,
                      **{"steps": BAB_STEPS, **by_depth, **kw})
     return bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=left, check=check)
@@ -639,5 +643,5 @@ def verify(
 
 
 __all__ = ["ATTACK_RESTARTS", "ATTACK_STEPS", "BAB_CANDIDATES", "BAB_STEPS", "CUTS", "DEFAULT_BUDGET", "REFRESH",
-           "ENSEMBLE_GRADIENTS", "ENSEMBLE_SHARE", "MAX_BUDGET", "RESULT_WORDS", "STAGES", "STATUSES", "VerifyResult",
+           "ENSEMBLE_GRADIENTS", "ENSEMBLE_SHARE", "MAX_BUDGET", "RESULT_WORDS", "SECOND_CUTS", "STAGES", "STATUSES", "VerifyResult",
            "box_network", "verify"]

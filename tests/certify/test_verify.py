@@ -134,11 +134,13 @@ def test_box_network_is_the_model_on_the_box_for_dense_and_conv_first_layers():
 # soundness against sampling, agreement with the MILP
 
 
-@pytest.mark.parametrize("cuts", [0, 1])
-def test_verified_boxes_hold_at_every_sampled_point_and_corner(compiled, monkeypatch, cuts):
-    """With and without the first layer's cuts (``verify.CUTS``; with them the boxes that needed branching are
-    proven at the root: the search's root, detail 'alpha-crown')."""
+@pytest.mark.parametrize("cuts, second", [(0, 0), (1, 2)])
+def test_verified_boxes_hold_at_every_sampled_point_and_corner(compiled, monkeypatch, cuts, second):
+    """With and without the first layer's cuts (``verify.CUTS`` on the margin, ``verify.SECOND_CUTS`` on the
+    second layer's bounds; with them the boxes that needed branching are proven at the root: the search's
+    root, detail 'alpha-crown')."""
     monkeypatch.setattr(VERIFY, "CUTS", cuts)
+    monkeypatch.setattr(VERIFY, "SECOND_CUTS", second)
     rng = np.random.default_rng(5)
     stages, details = set(), set()
     n_verified = 0
@@ -186,11 +188,13 @@ def test_falsified_boxes_carry_a_counterexample_inside_the_box_that_violates_it(
     assert n >= 5
 
 
-@pytest.mark.parametrize("cuts", [0, 1])
-def test_status_agrees_with_the_exact_milp_on_random_boxes(compiled, monkeypatch, cuts):
-    """With and without the first layer's cuts (``verify.CUTS``): no contradiction with the exact MILP; without
-    them some boxes need branching, with them those are proven by the search's root."""
+@pytest.mark.parametrize("cuts, second", [(0, 0), (1, 2)])
+def test_status_agrees_with_the_exact_milp_on_random_boxes(compiled, monkeypatch, cuts, second):
+    """With and without the first layer's cuts (``verify.CUTS``, ``verify.SECOND_CUTS``): no contradiction with
+    the exact MILP; without them some boxes need branching, with them those are proven by the search's
+    root."""
     monkeypatch.setattr(VERIFY, "CUTS", cuts)
+    monkeypatch.setattr(VERIFY, "SECOND_CUTS", second)
     rng = np.random.default_rng(11)
     table, stages, details = {}, {}, {}
     for seed in (0, 2, 3, 4, 5):
@@ -713,7 +717,8 @@ def test_per_margin_branch_and_bound_on_six_classes_and_a_subset_of_others(monke
                 x = res.counterexample
                 assert np.all(x >= lo) and np.all(x <= hi) and np_margin(ws, x[None], label, others)[0] <= 1e-6
     print("per margin, six classes:", seen)
-    assert seen.get(("verified", "bab"), 0) >= 2 and seen.get(("falsified", "bab"), 0) >= 2, seen
+    proven = seen.get(("verified", "bab"), 0) + seen.get(("verified", "alpha-crown"), 0)   # by the search (its root)
+    assert proven >= 2 and seen.get(("falsified", "bab"), 0) >= 2, seen
 
 
 def test_per_margin_searches_the_lowest_margin_first_and_stops_at_the_first_it_does_not_prove(monkeypatch):
