@@ -1236,6 +1236,11 @@ def _root_cuts(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float = m
                 f32(np.r_[consts, np.zeros(pad)]), f32(np.r_[kaps, np.zeros(pad)]), f32(np.r_[th, np.zeros(pad)]))
 
 
+#: Most of a search's time limit that :func:`_second_tightened`'s LPs may take (the units left keep CROWN's
+#: bounds): on the 784-256-256-10 MLP of ``benchmarks/verify_speed.py`` the LPs took 3-7 s on boxes at l_inf
+#: 0.02, 6-20 s at 0.03 and 16-24 s at 0.05.
+SECOND_SHARE = 0.25
+
 #: :func:`_second_tightened`'s last results, by the digest of what they depend on: ``verify`` searches each
 #: margin of a box on its own, and the margins' networks share the first two layers.
 _SECOND_CACHE: dict = {}
@@ -1251,8 +1256,11 @@ def _outward(v: np.ndarray, down: bool) -> np.ndarray:
 def _second_tightened(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float):
     """``root.bounds`` with the second hidden layer's intersected with the LP bounds of
     :func:`rcurves.certify.cutting.second_layer_bounds` (``cfg.second_cuts`` rounds), rounded outward to
-    float32; unchanged where HiGHS is missing or nothing is unstable. A complete result is kept for the
-    next call on the same box and first two layers (:data:`_SECOND_CACHE`)."""
+    float32; unchanged where HiGHS is missing or nothing is unstable. The units go in decreasing order of
+    their triangle's gap weighted by the branched row's coefficient (``|lam0| (-l) u / (u - l)``), within
+    :data:`SECOND_SHARE` of ``time_limit``. The result is kept for the next call on the same box and first two
+    layers (:data:`_SECOND_CACHE`: the next margin of the box in ``verify``, which has less time left, so it
+    would not get further)."""
     import hashlib
 
     from rcurves.certify.cutting import second_layer_bounds
@@ -1264,14 +1272,16 @@ def _second_tightened(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: fl
     key = hashlib.sha1(b"".join(np.ascontiguousarray(a).tobytes() for a in parts)).hexdigest()
     got = _SECOND_CACHE.get(key)
     if got is None:
+        gap = np.where((l2 < 0) & (u2 > 0), -l2.astype(np.float64) * u2 / np.maximum(u2 - l2, 1e-12), 0.0)
+        weight = np.abs(np.asarray(root.lam0, np.float64)).reshape(root.lam0.shape[0], -1).max(axis=0) \
+            if len(blocks) == 2 else np.ones_like(gap)
         res = second_layer_bounds(blocks, [(l1, u1), (l2, u2)], lo, hi, rounds=cfg.second_cuts,
-                                  time_limit=time_limit)
+                                  priority=weight * gap, time_limit=SECOND_SHARE * time_limit)
         if res is None:
             return root.bounds
         got = (np.maximum(l2, _outward(res.lower, True)), np.minimum(u2, _outward(res.upper, False)))
-        if res.bounds == 2 * int(np.sum((l2 < 0) & (u2 > 0))):
-            _SECOND_CACHE.clear()
-            _SECOND_CACHE[key] = got
+        _SECOND_CACHE.clear()
+        _SECOND_CACHE[key] = got
     shape = root.bounds[1][0].shape
     return [root.bounds[0], (jnp.asarray(got[0].reshape(shape)), jnp.asarray(got[1].reshape(shape))),
             *root.bounds[2:]]

@@ -130,7 +130,7 @@ class LayerBounds(NamedTuple):
     seconds: float
 
 
-def second_layer_bounds(blocks, bounds, lo, hi, *, rounds: int = 2, top: int = 16,
+def second_layer_bounds(blocks, bounds, lo, hi, *, rounds: int = 2, top: int = 16, priority=None,
                         time_limit: float = math.inf) -> Optional[LayerBounds]:
     """Bounds of the second hidden layer's pre-activations over the box, from the LP with the first layer's
     cuts (see the module doc).
@@ -141,6 +141,8 @@ def second_layer_bounds(blocks, bounds, lo, hi, *, rounds: int = 2, top: int = 1
         box (they are the big-M constants), the second's are the ones tightened.
       lo, hi: the input box ``(D,)``.
       rounds: separation rounds per bound (0: the LP without cuts). top: most cuts added per round.
+      priority: None, or ``(H_2,)`` scores: the unstable units are tightened in decreasing order of it (default:
+        their width ``u - l``), so that a time limit leaves the least important ones.
       time_limit: seconds; no bound starts after it (the units not reached keep their bounds).
 
     Returns:
@@ -158,6 +160,8 @@ def second_layer_bounds(blocks, bounds, lo, hi, *, rounds: int = 2, top: int = 1
     todo = np.flatnonzero((l2 < 0) & (u2 > 0))
     if unst.size == 0 or todo.size == 0:
         return None
+    score = (u2 - l2) if priority is None else np.asarray(priority, np.float64).reshape(-1)
+    todo = todo[np.argsort(-score[todo], kind="stable")]
     d, h1 = w1.shape[1], w1.shape[0]
     oa, ot = d, d + h1                                       # columns: x (D), a (H_1), t (unstable units)
     nv = ot + unst.size
