@@ -1,11 +1,15 @@
 """Test configuration: 4 host CPU devices for sharding tests, Agg plots, a fresh cache, a key fixture."""
+import atexit
+import functools
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
-# Hermetic: a fresh model/evaluation cache per session, as on a CI machine
-# (a developer's ~/.cache/rcurves must not make a test pass or fast).
+# Hermetic: a fresh model/evaluation cache per session (per worker process), as on a CI machine
+# (a developer's ~/.cache/rcurves must not make a test pass or fast); removed when the process exits.
 os.environ["RCURVES_CACHE"] = tempfile.mkdtemp(prefix="rcurves-test-cache-")
+atexit.register(functools.partial(shutil.rmtree, os.environ["RCURVES_CACHE"], ignore_errors=True))
 os.environ.pop("RCURVES_JAX_CACHE", None)
 os.environ.setdefault("MPLBACKEND", "Agg")
 

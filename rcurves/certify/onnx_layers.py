@@ -25,8 +25,11 @@ the toolkit's input (NHWC images, flat vectors as in the file):
   images as HWC and the file flattens them as CHW, the order of a flattened
   vector is tracked and folded into the next ``Dense``'s columns (or the
   previous one's rows), so no layer permutes values at run time;
-* ``Transpose`` only changes which file axis is which (bookkeeping);
-  ``Relu`` -> :class:`ReLU`; ``Identity`` and constant subgraphs vanish.
+* ``Transpose`` only changes which file axis is which (bookkeeping; an NHWC
+  file's input is stored as it is, and its ``Transpose`` to NCHW before a
+  ``Conv`` is bookkeeping too); ``Relu`` -> :class:`ReLU`; ``Identity``,
+  constant subgraphs and shape arithmetic (``Shape`` of the activation, read
+  with a batch of 1, and what is computed from it) vanish.
 
 Graphs the layers cannot express raise ``ValueError`` naming the node: a
 residual ``Add`` of two activations or any other branching (a
@@ -97,8 +100,8 @@ class _Builder:
         self.consts: Dict[str, np.ndarray] = {k: np.asarray(v) for k, v in graph.static_values().items()}
         self.consts.update({k: np.asarray(v, np.float64) for k, v in params.items()})
         shape = tuple(graph.file_input_shape)
-        if len(shape) == 3:
-            self.act = _Act(graph.input_name, shape, _HWC)
+        if len(shape) == 3:       # stored HWC: an NCHW file's (C, H, W) transposed, an NHWC file's as it is
+            self.act = _Act(graph.input_name, shape, _HWC if graph.nchw else (0, 1, 2))
         elif len(shape) == 1:
             self.act = _Act(graph.input_name, shape)
         else:
@@ -219,6 +222,11 @@ class _Builder:
                 raise ValueError(f"{node.where()}: reads {t!r}, an activation computed before {self.act.name!r}: "
                                  f"the graph branches (a residual or skip connection), and a certify.Network "
                                  f"is a chain of layers")
+        if node.op == "Shape":    # a shape value (one point, batch 1), not a step of the chain
+            self.consts[node.outputs[0]] = np.asarray(eval_node(node, [np.zeros((1,) + self.act.shape)]))
+            return
+        if not hasattr(self, "_op_" + node.op):
+            raise ValueError(f"{node.where()}: {node.op} of an activation is not a layer of a certify.Network")
         if len(acts) > 1:
             what = "a residual connection" if node.op == "Add" else "a product of activations"
             raise ValueError(f"{node.where()}: combines two activations ({what}), which no layer of a "

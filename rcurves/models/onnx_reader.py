@@ -14,13 +14,18 @@ per graph *structure* and shape: two files of the same architecture with
 different weights share it, and no weight is baked into a program.
 
 **Layout.** The file's input is ``(N, *dims)`` with the batch first (its
-declared size, fixed or symbolic, is ignored: any batch is evaluated). A
-4-d input is read as NCHW, the ONNX convention, and the toolkit's inputs
-are NHWC, as its data (``(n, 28, 28, 1)`` for MNIST) and its CNNs: the model's
-``input_shape`` is ``(H, W, C)``, and ``logits_fn`` transposes its input to
-NCHW once, on entry; the rest of the graph runs in the file's layout (so a
-``Flatten`` after a convolution flattens in C, H, W order, as in the file).
-Any other rank is taken as it is (``(N, D)`` -> ``input_shape (D,)``).
+declared size, fixed or symbolic, is ignored: any batch is evaluated). The
+toolkit's inputs are NHWC, as its data (``(n, 28, 28, 1)`` for MNIST) and its
+CNNs: a 4-d input's ``input_shape`` is ``(H, W, C)``. A file's 4-d input is
+either NCHW, the ONNX convention (PyTorch exports): ``logits_fn`` transposes
+its input to NCHW once, on entry, and the rest of the graph runs in the file's
+layout (so a ``Flatten`` after a convolution flattens in C, H, W order, as in
+the file); or NHWC (JAX and TensorFlow exports, which transpose around each
+``Conv`` themselves): taken as it is. ``load_onnx(..., layout='auto')`` reads a
+declared point shape ``(H, W, C)`` with ``C <= 4 < H`` as NHWC and anything
+else as NCHW; ``layout='nchw'`` / ``'nhwc'`` says it. ``info['layout']``
+records the choice. Any other rank is taken as it is (``(N, D)`` ->
+``input_shape (D,)``).
 ``logits_fn`` accepts ``(n, *input_shape)`` or any ``(n, ...)`` with as many
 values per point (``(n, 784)``, ``(n, 28, 28)``), read in row-major order of
 ``input_shape``; for one channel the NCHW and NHWC orders coincide. The output
@@ -36,12 +41,18 @@ caller.
 **Operators** (default domain; attributes of the current opsets):
 Gemm, MatMul, Add, Sub, Mul, Div (numpy broadcasting; an ``Add`` of two
 activations is a residual connection), Relu, Flatten, Reshape (shape from a
-constant, ``0`` copies a dimension, ``-1`` is inferred), Transpose, Conv (2-d;
+constant or from shapes, ``0`` copies a dimension, ``-1`` is inferred), Transpose, Conv (2-d;
 strides, pads, dilations, ``auto_pad`` NOTSET / VALID / SAME_UPPER /
 SAME_LOWER; ``group=1`` only), BatchNormalization (inference), AveragePool
 (``ceil_mode=0``; ``count_include_pad`` either way), GlobalAveragePool, Constant,
-Identity. Any other operator or domain, any attribute this module does not
-know, and any value of one it does not implement (``group=2``,
+Identity; and the shape arithmetic exporters write to compute a ``Reshape``'s
+target from the input's shape (``x.view(x.size(0), -1)``): Shape, Gather,
+Squeeze, Unsqueeze, Concat and Cast, evaluated on the host while the program is
+traced (a *shape value* is a NumPy integer array, as a constant ``Reshape``
+shape), so the batch size stays free. Gather, Squeeze, Unsqueeze, Concat and
+Cast (to a float type) also take activations, except along the batch axis; a
+shape computed from an activation's *values* is refused. Any other operator or
+domain, any attribute this module does not know, and any value of one it does not implement (``group=2``,
 ``training_mode=1``, ...) raises ``ValueError`` naming the node and its
 operator when the file is loaded; so does a graph that cannot be evaluated for
 a batch of any size (e.g. a ``Reshape`` to a fixed batch of 1). Never a
@@ -78,7 +89,18 @@ OPERATORS: Dict[str, Tuple[str, ...]] = {
     "Relu": (),
     "Reshape": ("allowzero",),
     "Transpose": ("perm",),
+    # shape arithmetic (exporters compute a Reshape's target from the input's shape): evaluated on the host
+    "Shape": ("end", "start"),
+    "Gather": ("axis",),
+    "Squeeze": ("axes",),
+    "Unsqueeze": ("axes",),
+    "Concat": ("axis",),
+    "Cast": ("saturate", "to"),
 }
+
+#: Operators whose output is a *shape value* (an integer NumPy array, part of the program) when every input
+#: is one: ``Shape`` always; the others also take activations (``Concat`` of feature maps, ...).
+SHAPE_OPS = ("Shape", "Gather", "Squeeze", "Unsqueeze", "Concat", "Cast", "Identity")
 
 _AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 _HI = lax.Precision.HIGHEST     # float32 products, as the file's semantics (CPU computes them so anyway)
@@ -120,6 +142,9 @@ class OnnxGraph:
       file_input_shape: one point's shape in the file's layout (``(C, H, W)``).
       statics: integer constants ``(name, shape, values)`` (``Reshape``
         shapes), part of the program, not data.
+      layout: ``'nchw'`` (a 4-d input in ONNX's order, transposed from the
+        toolkit's NHWC on entry) or ``'nhwc'`` (the file takes NHWC itself, as
+        files exported from JAX / TensorFlow do); other ranks ignore it.
     """
 
     nodes: Tuple[OnnxNode, ...]
@@ -128,11 +153,13 @@ class OnnxGraph:
     input_shape: Tuple[int, ...]
     file_input_shape: Tuple[int, ...]
     statics: Tuple[Tuple[str, Tuple[int, ...], Tuple[int, ...]], ...] = ()
+    layout: str = "nchw"
 
     @property
     def nchw(self) -> bool:
-        """True when the file's input is an NCHW image (the toolkit's input is then NHWC)."""
-        return len(self.file_input_shape) == 3
+        """True when the file's input is an NCHW image (the toolkit's input is then NHWC and transposed on
+        entry)."""
+        return self.layout == "nchw" and len(self.file_input_shape) == 3
 
     def static_values(self) -> Dict[str, np.ndarray]:
         return {name: np.asarray(vals, np.int64).reshape(shape) for name, shape, vals in self.statics}
@@ -251,6 +278,97 @@ def _transpose(node: OnnxNode, x):
     return jnp.transpose(x, perm)
 
 
+def _is_shape_value(v) -> bool:
+    return isinstance(v, np.ndarray)
+
+
+def _axes(node: OnnxNode, axes, rank: int, what: str):
+    """The ``axes`` of a Squeeze / Unsqueeze (its second input from opset 13, else its attribute) in
+    ``[0, rank)``."""
+    if axes is None:
+        axes = node.attr("axes")
+    elif not _is_shape_value(axes):
+        raise ValueError(f"{what} must be a constant integer tensor")
+    if axes is None:
+        return None
+    out = sorted(int(a) + rank if int(a) < 0 else int(a) for a in np.ravel(axes))
+    if any(not 0 <= a < rank for a in out) or len(set(out)) != len(out):
+        raise ValueError(f"axes {tuple(np.ravel(axes))} out of range for rank {rank}")
+    return out
+
+
+def _shape(node: OnnxNode, x):
+    dims = np.asarray(x.shape, np.int64)
+    return dims[slice(node.attr("start", 0), node.attr("end"))]
+
+
+def _gather(node: OnnxNode, data, indices):
+    if not _is_shape_value(indices):
+        raise ValueError("the indices must be a constant integer tensor (or computed from shapes)")
+    axis = node.attr("axis", 0)
+    axis = axis + data.ndim if axis < 0 else axis
+    if not 0 <= axis < data.ndim:
+        raise ValueError(f"axis {node.attr('axis', 0)} out of range for rank {data.ndim}")
+    size = data.shape[axis]
+    if np.any(indices < -size) or np.any(indices >= size):
+        raise ValueError(f"indices {indices.ravel().tolist()} out of range for a dimension of {size}")
+    idx = np.where(indices < 0, indices + size, indices)
+    if _is_shape_value(data):
+        return np.take(data, idx, axis=axis)
+    if axis == 0:
+        raise ValueError("gathering along the batch axis of an activation is not supported")
+    return jnp.take(data, jnp.asarray(idx), axis=axis)
+
+
+def _squeeze(node: OnnxNode, x, axes=None):
+    ax = _axes(node, axes, x.ndim, "the axes")
+    if ax is None and not _is_shape_value(x):
+        raise ValueError("axes are required on an activation (without them a batch of 1 would be squeezed)")
+    if ax is None:
+        ax = [i for i, d in enumerate(x.shape) if d == 1]
+    if any(x.shape[a] != 1 for a in ax):
+        raise ValueError(f"cannot squeeze axes {ax} of shape {tuple(x.shape)}")
+    if not _is_shape_value(x) and 0 in ax:
+        raise ValueError("squeezing the batch axis of an activation is not supported")
+    return (np if _is_shape_value(x) else jnp).squeeze(x, axis=tuple(ax))
+
+
+def _unsqueeze(node: OnnxNode, x, axes=None):
+    ax = _axes(node, axes, x.ndim + len(np.ravel(axes if axes is not None else node.attr("axes", ()))),
+               "the axes")
+    if ax is None:
+        raise ValueError("axes are required")
+    if not _is_shape_value(x) and 0 in ax:
+        raise ValueError("a new axis before the batch of an activation is not supported")
+    return (np if _is_shape_value(x) else jnp).expand_dims(x, tuple(ax))
+
+
+def _concat(node: OnnxNode, *xs):
+    if node.attr("axis") is None:
+        raise ValueError("axis is required")
+    if all(_is_shape_value(v) for v in xs):
+        return np.concatenate(xs, axis=node.attr("axis"))
+    if node.attr("axis") % xs[0].ndim == 0:
+        raise ValueError("concatenating activations along the batch axis is not supported")
+    return jnp.concatenate([jnp.asarray(v, jnp.float32) for v in xs], axis=node.attr("axis"))
+
+
+#: ONNX TensorProto element types Cast converts to: floats (to float32, the toolkit's precision) and integers
+#: (shape values only).
+_CAST_FLOAT = (1, 10, 11, 16)
+_CAST_INT = (6, 7)
+
+
+def _cast(node: OnnxNode, x):
+    to = node.attr("to")
+    if to in _CAST_FLOAT:
+        return x.astype(np.float32) if _is_shape_value(x) else jnp.asarray(x, jnp.float32)
+    if to in _CAST_INT and _is_shape_value(x):
+        return x.astype(np.int64)
+    raise ValueError(f"cast to element type {to} is not supported (float types, or int32 / int64 of a shape "
+                     f"value)")
+
+
 _EVAL: Dict[str, Callable[..., Any]] = {
     "Add": lambda node, a, b: a + b,
     "Sub": lambda node, a, b: a - b,
@@ -267,13 +385,20 @@ _EVAL: Dict[str, Callable[..., Any]] = {
     "Relu": lambda node, x: jnp.maximum(x, 0.0),
     "Reshape": _reshape,
     "Transpose": _transpose,
+    "Shape": _shape,
+    "Gather": _gather,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "Concat": _concat,
+    "Cast": _cast,
 }
 
 #: how many inputs each operator takes: (required, at most)
 _ARITY = {"Add": (2, 2), "Sub": (2, 2), "Mul": (2, 2), "Div": (2, 2), "AveragePool": (1, 1),
           "BatchNormalization": (5, 5), "Conv": (2, 3), "Flatten": (1, 1), "Gemm": (2, 3),
           "GlobalAveragePool": (1, 1), "Identity": (1, 1), "MatMul": (2, 2), "Relu": (1, 1),
-          "Reshape": (2, 2), "Transpose": (1, 1)}
+          "Reshape": (2, 2), "Transpose": (1, 1), "Shape": (1, 1), "Gather": (2, 2), "Squeeze": (1, 2),
+          "Unsqueeze": (1, 2), "Concat": (1, 1 << 16), "Cast": (1, 1)}
 
 
 def eval_node(node: OnnxNode, inputs: Sequence[Any]) -> Any:
@@ -444,8 +569,24 @@ def _input_shape(value_info, where: str) -> Tuple[int, ...]:
     return tuple(out)
 
 
-def read_onnx(model_or_path: Any) -> Tuple[OnnxGraph, Dict[str, jax.Array], Dict[str, Any]]:
-    """``(graph, params, info)`` of an ONNX file or ``onnx.ModelProto``, checked (see the module docstring).
+#: ``layout`` values of :func:`load_onnx`.
+LAYOUTS = ("auto", "nchw", "nhwc")
+
+
+def _layout(layout: str, file_shape: Tuple[int, ...]) -> str:
+    """The file's image layout: ``layout`` itself, or for ``'auto'`` NHWC when the point's last dim looks like
+    channels and its first does not (``(H, W, C)`` with ``C <= 4 < H``: ``(28, 28, 1)``, ``(32, 32, 3)``), else
+    ONNX's NCHW."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
+    if layout != "auto":
+        return layout
+    return "nhwc" if len(file_shape) == 3 and file_shape[2] <= 4 < file_shape[0] else "nchw"
+
+
+def read_onnx(model_or_path: Any, layout: str = "auto") -> Tuple[OnnxGraph, Dict[str, jax.Array], Dict[str, Any]]:
+    """``(graph, params, info)`` of an ONNX file or ``onnx.ModelProto``, checked (see the module docstring);
+    ``layout`` as :func:`load_onnx`'s.
 
     Raises:
       ValueError: the file cannot be read, or names the first node whose operator, attribute or
@@ -453,6 +594,7 @@ def read_onnx(model_or_path: Any) -> Tuple[OnnxGraph, Dict[str, jax.Array], Dict
     """
     import onnx
 
+    _layout(layout, ())                                    # a bad value fails before the file is read
     if isinstance(model_or_path, onnx.ModelProto):
         proto, where = model_or_path, "model"
     else:
@@ -521,22 +663,33 @@ def read_onnx(model_or_path: Any) -> Tuple[OnnxGraph, Dict[str, jax.Array], Dict
             params[name] = jnp.asarray(np.asarray(arr, np.float32))
         else:
             statics.append((name, tuple(int(s) for s in arr.shape), tuple(int(v) for v in arr.ravel())))
-    for n in nodes:      # integer tensors only where the operator takes one (Reshape's shape)
+    static = {name for name, _, _ in statics}        # shape values: integer constants and what shapes give
+    for n in nodes:
+        ins = [t for t in n.inputs if t]
         for j, t in enumerate(n.inputs):
-            is_int = any(s[0] == t for s in statics)
-            if (n.op == "Reshape" and j == 1) != is_int and t in tensors:
-                want = "a constant integer tensor" if n.op == "Reshape" else "a floating-point tensor"
-                raise ValueError(f"{n.where()}: input {t!r} must be {want}")
-            if n.op == "Reshape" and j == 1 and t not in tensors:
+            if not t:
+                continue
+            if n.op == "Reshape" and j == 1 and t not in static:
                 raise ValueError(f"{n.where()}: the target shape {t!r} must be a constant (an initializer or "
-                                 f"Constant), not computed from the input")
+                                 f"Constant) or computed from shapes, not from the input's values")
+            if n.op in ("Gather", "Squeeze", "Unsqueeze") and j == 1 and t not in static:
+                raise ValueError(f"{n.where()}: input {t!r} must be a constant integer tensor (or computed "
+                                 f"from shapes)")
+            if t in static and n.op not in SHAPE_OPS and not (n.op == "Reshape" and j == 1):
+                raise ValueError(f"{n.where()}: input {t!r} must be a floating-point tensor")
+        if n.op == "Shape" or (n.op in SHAPE_OPS and ins and all(t in static for t in ins)):
+            static.add(n.outputs[0])
+    if output_name in static:
+        raise ValueError(f"{where}: the output {output_name!r} is a shape value, not logits")
 
-    nchw = len(file_shape) == 3
+    layout = _layout(layout, file_shape)
+    nchw = layout == "nchw" and len(file_shape) == 3
     input_shape = (file_shape[1], file_shape[2], file_shape[0]) if nchw else file_shape
-    graph = OnnxGraph(tuple(nodes), input_name, output_name, input_shape, file_shape, tuple(statics))
+    graph = OnnxGraph(tuple(nodes), input_name, output_name, input_shape, file_shape, tuple(statics), layout)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     info = {"format": "onnx", "input_shape": list(input_shape), "file_input_shape": list(file_shape),
-            "layout": "NHWC (file NCHW)" if nchw else "as in the file", "opset": opset,
+            "layout": "NHWC (file NCHW)" if nchw else "NHWC (as in the file)" if len(file_shape) == 3
+            else "as in the file", "opset": opset,
             "producer": f"{proto.producer_name} {proto.producer_version}".strip(),
             "operators": sorted({n.op for n in nodes})}
     info["n_classes"] = _check_runs(graph, params, where)
@@ -562,12 +715,16 @@ def _check_runs(graph: OnnxGraph, params: Dict[str, Any], where: str) -> int:
     return int(shapes[0][-1])
 
 
-def load_onnx(path: Any, label: Optional[str] = None) -> LoadedModel:
+def load_onnx(path: Any, label: Optional[str] = None, layout: str = "auto") -> LoadedModel:
     """An ONNX classifier as a :class:`~rcurves.models.LoadedModel`.
 
     Args:
       path: an ``.onnx`` file (external data next to it is read by ``onnx``).
       label: its name in tables and files (default: the file name without ``.onnx``).
+      layout: the layout of a 4-d input: ``'nchw'`` (ONNX's convention, e.g. PyTorch exports; the toolkit's
+        NHWC points are transposed on entry), ``'nhwc'`` (the file takes NHWC, e.g. JAX or TensorFlow
+        exports) or ``'auto'`` (default): NHWC when the declared point shape is ``(H, W, C)`` with ``C <= 4 <
+        H``, else NCHW. Either way ``logits_fn`` takes NHWC.
 
     Returns:
       ``LoadedModel(label, logits_fn, identity, info)``: ``logits_fn`` an
@@ -591,7 +748,7 @@ def load_onnx(path: Any, label: Optional[str] = None) -> LoadedModel:
         p = os.fspath(path)
     except TypeError:
         raise ValueError(f"path: expected a file path, got {type(path).__name__}") from None
-    graph, params, info = read_onnx(p)
+    graph, params, info = read_onnx(p, layout)
     with open(p, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     name = label or os.path.splitext(os.path.basename(p))[0]
@@ -599,4 +756,5 @@ def load_onnx(path: Any, label: Optional[str] = None) -> LoadedModel:
                        {"source": os.path.abspath(p), **info})
 
 
-__all__ = ["OPERATORS", "OnnxFn", "OnnxGraph", "OnnxNode", "eval_node", "load_onnx", "read_onnx", "window_pads"]
+__all__ = ["LAYOUTS", "OPERATORS", "SHAPE_OPS", "OnnxFn", "OnnxGraph", "OnnxNode", "eval_node", "load_onnx",
+           "read_onnx", "window_pads"]

@@ -12,8 +12,8 @@ from rcurves import certify  # noqa: E402
 from rcurves.certify import Conv, Dense, ReLU, Reshape  # noqa: E402
 from rcurves.certify.onnx_layers import from_onnx  # noqa: E402
 from rcurves.models.onnx_reader import load_onnx  # noqa: E402
-from tests.models.test_onnx_reader import (conv_net, f32, mlp_gemm, mlp_matmul, residual_net, to_nhwc,  # noqa: E402
-                                           write_model)
+from tests.models.test_onnx_reader import (conv_net, f32, mlp_gemm, mlp_matmul, nhwc_net_with_shape_arithmetic,  # noqa: E402,E501
+                                           residual_net, to_nhwc, write_model)
 
 
 _logits = jax.jit(lambda net, x: net.logits(x))      # one program, not one per operation
@@ -111,6 +111,23 @@ def test_reshape_and_transpose_keep_the_file_order(tmp_path):
     x = rng.uniform(size=(5, 6)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(_logits(net, x)), np.asarray(m.logits_fn(x)), rtol=1e-5, atol=1e-5)
     _assert_sound(rng, net, m.logits_fn, x, 0.05, "crown")
+
+
+@pytest.mark.parametrize("method", ["ibp", "crown"])
+def test_an_nhwc_file_with_shape_arithmetic_becomes_a_network_with_the_same_logits_and_sound_bounds(tmp_path,
+                                                                                                   method):
+    """An NHWC (8, 8, 3) file (Transposes around its Conv, a flatten whose target comes from Shape / Gather /
+    Squeeze / Unsqueeze / Concat / Cast): the network takes the same NHWC points, gives the file's logits and
+    sound bounds; a Shape of the activation adds no layer."""
+    rng = np.random.default_rng(8)
+    path, ref = nhwc_net_with_shape_arithmetic(tmp_path / "nhwc.onnx", rng)
+    m = load_onnx(path)
+    net = from_onnx(m)
+    assert net.input_shape == (8, 8, 3)
+    assert [type(l).__name__ for l in net.layers if not isinstance(l, Reshape)] == ["Conv", "ReLU", "Dense"]
+    x = rng.uniform(size=(3, 8, 8, 3)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(_logits(net, x)), ref(x), rtol=1e-5, atol=1e-5)
+    _assert_sound(rng, net, m.logits_fn, x, 0.05, method)
 
 
 def test_global_average_pool(tmp_path):

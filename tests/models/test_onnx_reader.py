@@ -354,6 +354,125 @@ def test_round_trip_through_jax2onnx(tmp_path):
     np.testing.assert_allclose(np.asarray(m.logits_fn(x)), np.asarray(make_logits_fn(cfg, params)(x)), **TOL)
 
 
+def _flax_cnn_of_the_zoo(cfg, params):
+    """The zoo's CNN architecture (``ModelConfig('cnn')``, convolutions as patches) written as a user would,
+    with ``flax.linen.Conv`` (``lax.conv``, NHWC) and the same parameters."""
+    import flax.linen as nn
+
+    class Plain(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = x.reshape((x.shape[0], 28, 28, 1))
+            x = nn.relu(nn.Conv(16, (4, 4), strides=2, padding="SAME", name="Conv2d_0")(x))
+            x = nn.relu(nn.Conv(32, (4, 4), strides=2, padding="SAME", name="Conv2d_1")(x))
+            x = nn.relu(nn.Dense(100, name="Dense_0")(x.reshape((x.shape[0], -1))))
+            return nn.Dense(cfg.n_classes, name="Dense_1")(x)
+
+    return lambda x: Plain().apply({"params": params}, x)
+
+
+def test_round_trip_of_a_toolkit_cnn_through_jax2onnx_nhwc(tmp_path):
+    """The zoo's CNN architecture exported by jax2onnx (NHWC input, Transpose to NCHW around the Conv nodes,
+    the flatten's batch size computed by Shape / Gather / Squeeze / Unsqueeze / Concat) reads back as NHWC
+    (``layout='auto'``) with the toolkit's logits."""
+    jax2onnx = pytest.importorskip("jax2onnx")
+    from rcurves.models import ModelConfig, init_params, make_logits_fn
+
+    cfg = ModelConfig("cnn", (28, 28, 1), 10)
+    params = init_params(cfg, jax.random.PRNGKey(1))
+    proto = jax2onnx.to_onnx(_flax_cnn_of_the_zoo(cfg, params), [("B", 28, 28, 1)])
+    onnx.save(proto, str(tmp_path / "cnn.onnx"))
+    ops = {n.op_type for n in proto.graph.node}
+    assert {"Conv", "Shape", "Concat"} <= ops                 # the exporter's graph, not one written here
+    m = load_onnx(tmp_path / "cnn.onnx")
+    assert m.info["layout"] == "NHWC (as in the file)" and m.logits_fn.input_shape == (28, 28, 1)
+    x = np.random.default_rng(2).uniform(size=(5, 28, 28, 1)).astype(np.float32)
+    want = np.asarray(make_logits_fn(cfg, params)(x))
+    np.testing.assert_allclose(np.asarray(m.logits_fn(x)), want, **TOL)
+    from rcurves.certify import from_onnx                    # and as a verifiable network
+
+    np.testing.assert_allclose(np.asarray(from_onnx(m).logits(x)), want, **TOL)
+
+
+def nhwc_net_with_shape_arithmetic(path, rng, opset=17):
+    """An NHWC (8, 8, 3) input, Transpose to NCHW, Conv 3x3 pads 1 + Relu, Transpose back, then a flatten whose
+    target shape is computed from the input's shape (Shape, Gather, Squeeze / Unsqueeze with axes as an
+    input from opset 13, else as an attribute, Concat, Cast), Gemm -> 4."""
+    w, c = f32(rng, 5, 3, 3, 3, scale=0.3), f32(rng, 5)
+    w2, b2 = f32(rng, 4, 8 * 8 * 5, scale=0.05), f32(rng, 4)
+    ax = lambda name: ([name], {}) if opset >= 13 else ([], dict(axes=[0]))     # noqa: E731
+    sq_in, sq_kw = ax("zero")
+    un_in, un_kw = ax("zero")
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], name="to_nchw", perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["t", "w", "c"], ["h"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["a"], name="relu"),
+             helper.make_node("Transpose", ["a"], ["b"], name="to_nhwc", perm=[0, 2, 3, 1]),
+             helper.make_node("Shape", ["b"], ["shp"], name="shape"),
+             helper.make_node("Gather", ["shp", "idx"], ["n1"], name="batch", axis=0),
+             helper.make_node("Squeeze", ["n1"] + sq_in, ["n0"], name="squeeze", **sq_kw),
+             helper.make_node("Unsqueeze", ["n0"] + un_in, ["n"], name="unsqueeze", **un_kw),
+             helper.make_node("Concat", ["n", "rest"], ["target64"], name="concat", axis=0),
+             helper.make_node("Cast", ["target64"], ["target"], name="cast", to=TensorProto.INT64),
+             helper.make_node("Reshape", ["b", "target"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "w2", "b2"], ["y"], name="fc", transB=1)]
+    inits = dict(w=w, c=c, w2=w2, b2=b2, idx=np.array([0], np.int64), rest=np.array([-1], np.int64))
+    if opset >= 13:
+        inits["zero"] = np.array([0], np.int64)
+    write_model(path, nodes, inits, [8, 8, 3], [4], opset=opset)
+
+    def ref(x_nhwc):
+        h = relu(np_conv(x_nhwc.transpose(0, 3, 1, 2), w, c, pads=(1, 1, 1, 1))).transpose(0, 2, 3, 1)
+        return h.reshape(len(h), -1) @ w2.T.astype(np.float64) + b2
+    return str(path), ref
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_an_nhwc_file_with_shape_arithmetic_matches_numpy(tmp_path, opset):
+    rng = np.random.default_rng(12)
+    path, ref = nhwc_net_with_shape_arithmetic(tmp_path / "nhwc.onnx", rng, opset)
+    m = load_onnx(path)
+    assert m.info["layout"] == "NHWC (as in the file)" and m.logits_fn.input_shape == (8, 8, 3)
+    for n in (1, 3):
+        x = rng.uniform(size=(n, 8, 8, 3)).astype(np.float32)
+        np.testing.assert_allclose(np.asarray(m.logits_fn(x)), ref(x), **TOL)
+    with pytest.raises(ValueError, match="layout"):
+        load_onnx(path, layout="chw")
+    # forced to NCHW, the file's declared (8, 8, 3) is read as (C, H, W): the toolkit's points are (8, 3, 8)
+    assert load_onnx(path, layout="nchw").logits_fn.input_shape == (8, 3, 8)
+
+
+def test_auto_layout_reads_channels_first_and_channels_last_images():
+    from rcurves.models.onnx_reader import _layout
+
+    assert _layout("auto", (3, 32, 32)) == "nchw" and _layout("auto", (1, 28, 28)) == "nchw"
+    assert _layout("auto", (32, 32, 3)) == "nhwc" and _layout("auto", (28, 28, 1)) == "nhwc"
+    assert _layout("auto", (4, 4, 4)) == "nchw" and _layout("auto", (784,)) == "nchw"   # ambiguous: ONNX's
+    assert _layout("nhwc", (3, 32, 32)) == "nhwc"
+
+
+@pytest.mark.parametrize("case", ["values_to_shape", "gather_batch", "squeeze_no_axes"])
+def test_shape_values_computed_from_activations_are_refused(tmp_path, case):
+    """A Reshape target computed from the input's *values* (Cast of an activation to integers), a Gather along
+    an activation's batch axis, a Squeeze of an activation without axes: each a ValueError naming the node."""
+    rng = np.random.default_rng(3)
+    w, b = f32(rng, 6, 4), f32(rng, 6)
+    head = [helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc", transB=1)]
+    inits = dict(w=w, b=b)
+    if case == "values_to_shape":
+        nodes = head + [helper.make_node("Cast", ["h"], ["hi"], name="bad", to=TensorProto.INT64),
+                        helper.make_node("Reshape", ["h", "hi"], ["y"], name="reshape")]
+    elif case == "gather_batch":
+        inits["i"] = np.array([0, 1], np.int64)
+        nodes = head + [helper.make_node("Gather", ["h", "i"], ["y"], name="bad", axis=0)]
+    else:
+        nodes = head + [helper.make_node("Unsqueeze", ["h", "one"], ["u"], name="unsq"),
+                        helper.make_node("Squeeze", ["u"], ["y"], name="bad")]
+        inits["one"] = np.array([1], np.int64)
+    path = write_model(tmp_path / f"{case}.onnx", nodes, inits, [4], [6])
+    with pytest.raises(ValueError, match="'bad'|'reshape'"):
+        load_onnx(path)
+
+
 def test_models_load_and_evaluate_take_an_onnx_path(tmp_path):
     """``rcurves.models.load("x.onnx")`` is ``load_onnx`` (same logits, identity = the file's hash), and
     ``rcurves.evaluate`` takes the path like any model (points the file classifies correctly: positive
