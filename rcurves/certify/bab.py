@@ -234,8 +234,9 @@ class BaBConfig:
       second_cuts: 0 (default): the root's bounds of the second hidden layer are CROWN's. ``k >= 1`` (MLPs with
         at least two hidden layers on an l_inf box, :func:`bab_search` only): each unstable second-layer unit's
         lower and upper bound is tightened by the LP over the first layer with ``k`` rounds of its own cuts
-        (:func:`rcurves.certify.cutting.second_layer_bounds`; HiGHS, within the time limit, before the margin's
-        cuts), and every subdomain's bounds are intersected with them (``certify.verify.SECOND_CUTS``).
+        (:func:`rcurves.certify.cutting.second_layer_bounds`; HiGHS, within :data:`SECOND_SHARE` of the time
+        limit) where the root is not proven without, and every subdomain's bounds are intersected with them
+        (``certify.verify.SECOND_CUTS``).
     """
 
     bound: BoundConfig
@@ -1328,11 +1329,10 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
     B = max(1, cfg.batch)
     prep, root, p0 = _search_root(net, x, y, eps, cfg=pcfg)
     leaf_blocks = []                      # the hidden blocks' float64 maps (cuts, exact leaves), built once
+    second = False                        # the second layer's LP bounds: after the root, if it is not proven
     if (cfg.cuts > 0 or cfg.second_cuts > 0) and _is_mlp(net) and cfg.bound.norm == "linf":
         leaf_blocks.extend(_leaf_blocks(prep))
-        if cfg.second_cuts > 0 and len(leaf_blocks) >= 2:
-            root = root._replace(bounds=_second_tightened(leaf_blocks, root, x, eps, cfg, t_end - _now()))
-            p0 = _start_params(root, pcfg)
+        second = cfg.second_cuts > 0 and len(leaf_blocks) >= 2
         cuts = _root_cuts(leaf_blocks, root, x, eps, cfg, t_end - _now()) if cfg.cuts > 0 else None
         if cuts is not None:
             root = root._replace(cuts=cuts)
@@ -1403,10 +1403,19 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
                 return "falsified"
         return None
 
-    # the root: B copies, not split (unit -1), of which the first is kept
-    _, lb_r, nxt_r, p_r, pts_r, m_r = split(
-        np.zeros((B, total), np.int8), np.full(B, -1, np.int32),
-        [np.repeat(np.asarray(a)[None], B, axis=0) for a in jax.tree_util.tree_leaves(p0)])
+    def bound_root(p0):
+        """The root: B copies, not split (unit -1), of which the first is kept."""
+        return split(np.zeros((B, total), np.int8), np.full(B, -1, np.int32),
+                     [np.repeat(np.asarray(a)[None], B, axis=0) for a in jax.tree_util.tree_leaves(p0)])
+
+    _, lb_r, nxt_r, p_r, pts_r, m_r = bound_root(p0)
+    if second and not (lb_r[0] > 0) and not np.isnan(lb_r[0]) and _now() < t_end:
+        # not proven at the root: tighten the second layer's bounds by the LP with cuts and bound it again (the
+        # rows recomputed per subdomain stay those unstable before: the same programs; a proof at the first
+        # root never pays for the LPs)
+        if not refuted(pts_r[:1], m_r[:1], np.ones(1, bool)):        # (else falsified below)
+            root = root._replace(bounds=_second_tightened(leaf_blocks, root, x, eps, cfg, t_end - _now()))
+            _, lb_r, nxt_r, p_r, pts_r, m_r = bound_root(_start_params(root, pcfg))
     rest_min = float(root.rest_min)
     lb_r, nxt_r, p_r = float(lb_r[0]), int(nxt_r[0]), [a[:1] for a in p_r]
 
