@@ -1414,8 +1414,10 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         # rows recomputed per subdomain stay those unstable before: the same programs; a proof at the first
         # root never pays for the LPs)
         if not refuted(pts_r[:1], m_r[:1], np.ones(1, bool)):        # (else falsified below)
+            first = float(lb_r[0])
             root = root._replace(bounds=_second_tightened(leaf_blocks, root, x, eps, cfg, t_end - _now()))
             _, lb_r, nxt_r, p_r, pts_r, m_r = bound_root(_start_params(root, pcfg))
+            lb_r = np.maximum(lb_r, first)               # both bound the root: the higher one is reported
     rest_min = float(root.rest_min)
     lb_r, nxt_r, p_r = float(lb_r[0]), int(nxt_r[0]), [a[:1] for a in p_r]
 

@@ -31,7 +31,7 @@ from typing import NamedTuple, Optional, Tuple
 import numpy as np
 import scipy.sparse as sp
 
-from rcurves.certify.highs import _HIGHS, _h
+from rcurves.certify.highs import _HIGHS, _h, lp_model
 
 
 class Separated(NamedTuple):
@@ -99,21 +99,10 @@ class _Rows:
 
 
 def _solver(a: sp.csc_matrix, row_lo, row_hi, col_lo, col_hi):
-    lp = _h.HighsLp()
-    n, m = a.shape[1], a.shape[0]
-    lp.num_col_, lp.num_row_ = n, m
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n, m
-    lp.a_matrix_.format_ = _h.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = a.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = a.indices.astype(np.int32)
-    lp.a_matrix_.value_ = a.data.astype(np.float64)
-    lp.col_cost_ = np.zeros(n)
-    lp.col_lower_, lp.col_upper_ = np.asarray(col_lo, np.float64), np.asarray(col_hi, np.float64)
-    lp.row_lower_, lp.row_upper_ = np.asarray(row_lo, np.float64), np.asarray(row_hi, np.float64)
     s = _HIGHS()
     s.setOptionValue("output_flag", False)
     s.setOptionValue("threads", 1)
-    s.passModel(lp)
+    s.passModel(lp_model(np.zeros(a.shape[1]), a, row_lo, row_hi, col_lo, col_hi))
     return s
 
 

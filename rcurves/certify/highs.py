@@ -40,11 +40,9 @@ class Solution(NamedTuple):
     x: Optional[np.ndarray]
 
 
-def solve(c, a: sp.spmatrix, row_lo, row_hi, lb, ub, integrality, *, time_limit: float,
-          rel_gap: float = 1e-6, start: Optional[np.ndarray] = None) -> Solution:
-    """``min c.x`` s.t. ``row_lo <= A x <= row_hi``, ``lb <= x <= ub``, integer where ``integrality``."""
-    if _HIGHS is None:
-        return _solve_scipy(c, a, row_lo, row_hi, lb, ub, integrality, time_limit, rel_gap)
+def lp_model(c, a: sp.spmatrix, row_lo, row_hi, lb, ub):
+    """HiGHS's ``HighsLp`` of ``min c.x`` s.t. ``row_lo <= A x <= row_hi``, ``lb <= x <= ub`` (needs the
+    bindings: ``_HIGHS`` not None)."""
     a = sp.csc_matrix(a)
     n, m = a.shape[1], a.shape[0]
     lp = _h.HighsLp()
@@ -57,6 +55,15 @@ def solve(c, a: sp.spmatrix, row_lo, row_hi, lb, ub, integrality, *, time_limit:
     lp.col_cost_ = np.asarray(c, np.float64)
     lp.col_lower_, lp.col_upper_ = np.asarray(lb, np.float64), np.asarray(ub, np.float64)
     lp.row_lower_, lp.row_upper_ = np.asarray(row_lo, np.float64), np.asarray(row_hi, np.float64)
+    return lp
+
+
+def solve(c, a: sp.spmatrix, row_lo, row_hi, lb, ub, integrality, *, time_limit: float,
+          rel_gap: float = 1e-6, start: Optional[np.ndarray] = None) -> Solution:
+    """``min c.x`` s.t. ``row_lo <= A x <= row_hi``, ``lb <= x <= ub``, integer where ``integrality``."""
+    if _HIGHS is None:
+        return _solve_scipy(c, a, row_lo, row_hi, lb, ub, integrality, time_limit, rel_gap)
+    lp = lp_model(c, a, row_lo, row_hi, lb, ub)
     lp.integrality_ = [_h.HighsVarType.kInteger if i else _h.HighsVarType.kContinuous for i in integrality]
     solver = _HIGHS()
     solver.setOptionValue("output_flag", False)
@@ -104,4 +111,4 @@ def _solve_scipy(c, a, row_lo, row_hi, lb, ub, integrality, time_limit, rel_gap)
     return Solution(status, float(dual), float(value), res.x)
 
 
-__all__ = ["Solution", "solve"]
+__all__ = ["Solution", "lp_model", "solve"]

@@ -450,15 +450,16 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, *
     (a ``time.perf_counter`` value) or ``budget`` subdomains: a ``certify.bab.SearchResult``. ``check``:
     ``bab_search``'s re-check of the subdomains' primal points (unit-ball points). ``kw``: more settings of
     ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``, ``refresh``, ``cuts``; default the
-    module's: ``refresh`` :data:`REFRESH` on networks with more than two hidden layers, ``cuts`` :data:`CUTS` and
-    ``second_cuts`` :data:`SECOND_CUTS` on the others)."""
+    module's: ``refresh`` :data:`REFRESH` on networks with more than two hidden layers, ``cuts`` :data:`CUTS` on
+    the others, ``second_cuts`` :data:`SECOND_CUTS` on all)."""
     from rcurves.certify.bab import SearchResult, bab_config, bab_search
     from rcurves.certify.bounds import BoundConfig
 
     left = deadline - time.perf_counter()
     if not left > 0:
         return SearchResult(False, -math.inf, 0, False, "time", 0, 0)
-    by_depth = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {"cuts": CUTS, "second_cuts": SECOND_CUTS}
+    by_depth = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {"cuts": CUTS}
+    by_depth["second_cuts"] = SECOND_CUTS
     cfg = bab_config(BoundConfig(norm="linf", method="crown", domain=_DOMAIN), budget,
                      **{"steps": BAB_STEPS, **by_depth, **kw})
     return bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=left, check=check)

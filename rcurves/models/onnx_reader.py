@@ -50,7 +50,7 @@ target from the input's shape (``x.view(x.size(0), -1)``): Shape, Gather,
 Squeeze, Unsqueeze, Concat and Cast, evaluated on the host while the program is
 traced (a *shape value* is a NumPy integer array, as a constant ``Reshape``
 shape), so the batch size stays free. Gather, Squeeze, Unsqueeze, Concat and
-Cast (to a float type) also take activations, except along the batch axis; a
+Cast (to float or double) also take activations, except along the batch axis; a
 shape computed from an activation's *values* is refused. Any other operator or
 domain, any attribute this module does not know, and any value of one it does not implement (``group=2``,
 ``training_mode=1``, ...) raises ``ValueError`` naming the node and its
@@ -314,7 +314,7 @@ def _gather(node: OnnxNode, data, indices):
         raise ValueError(f"indices {indices.ravel().tolist()} out of range for a dimension of {size}")
     idx = np.where(indices < 0, indices + size, indices)
     if _is_shape_value(data):
-        return np.take(data, idx, axis=axis)
+        return np.asarray(np.take(data, idx, axis=axis))         # (a 0-d index gives a 0-d array, not a scalar)
     if axis == 0:
         raise ValueError("gathering along the batch axis of an activation is not supported")
     return jnp.take(data, jnp.asarray(idx), axis=axis)
@@ -353,9 +353,9 @@ def _concat(node: OnnxNode, *xs):
     return jnp.concatenate([jnp.asarray(v, jnp.float32) for v in xs], axis=node.attr("axis"))
 
 
-#: ONNX TensorProto element types Cast converts to: floats (to float32, the toolkit's precision) and integers
-#: (shape values only).
-_CAST_FLOAT = (1, 10, 11, 16)
+#: ONNX TensorProto element types Cast converts to: float and double (to float32, the toolkit's precision; half
+#: precisions would round differently: refused) and integers (shape values only).
+_CAST_FLOAT = (1, 11)
 _CAST_INT = (6, 7)
 
 
@@ -365,8 +365,8 @@ def _cast(node: OnnxNode, x):
         return x.astype(np.float32) if _is_shape_value(x) else jnp.asarray(x, jnp.float32)
     if to in _CAST_INT and _is_shape_value(x):
         return x.astype(np.int64)
-    raise ValueError(f"cast to element type {to} is not supported (float types, or int32 / int64 of a shape "
-                     f"value)")
+    raise ValueError(f"cast to element type {to} is not supported (float or double, or int32 / int64 of a "
+                     f"shape value)")
 
 
 _EVAL: Dict[str, Callable[..., Any]] = {
@@ -573,14 +573,20 @@ def _input_shape(value_info, where: str) -> Tuple[int, ...]:
 LAYOUTS = ("auto", "nchw", "nhwc")
 
 
-def _layout(layout: str, file_shape: Tuple[int, ...]) -> str:
-    """The file's image layout: ``layout`` itself, or for ``'auto'`` NHWC when the point's last dim looks like
-    channels and its first does not (``(H, W, C)`` with ``C <= 4 < H``: ``(28, 28, 1)``, ``(32, 32, 3)``), else
-    ONNX's NCHW."""
+def _layout(layout: str, file_shape: Tuple[int, ...], first_ops: Sequence[Tuple[str, Any]] = ()) -> str:
+    """The file's image layout: ``layout`` itself, or for ``'auto'``: NHWC when the input goes into a
+    ``Transpose`` with ``perm (0, 3, 1, 2)`` (how NHWC exporters reach a ``Conv``), NCHW when it goes straight
+    into a ``Conv``; else NHWC when the point's last dim looks like channels and its first does not (``(H, W,
+    C)`` with ``C <= 4 < H``: ``(28, 28, 1)``, ``(32, 32, 3)``), else ONNX's NCHW. ``first_ops``: ``(op,
+    perm)`` of the nodes reading the input."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
     if layout != "auto":
         return layout
+    if any(op == "Transpose" and tuple(perm or ()) == (0, 3, 1, 2) for op, perm in first_ops):
+        return "nhwc"
+    if any(op == "Conv" for op, _ in first_ops):
+        return "nchw"
     return "nhwc" if len(file_shape) == 3 and file_shape[2] <= 4 < file_shape[0] else "nchw"
 
 
@@ -682,7 +688,7 @@ def read_onnx(model_or_path: Any, layout: str = "auto") -> Tuple[OnnxGraph, Dict
     if output_name in static:
         raise ValueError(f"{where}: the output {output_name!r} is a shape value, not logits")
 
-    layout = _layout(layout, file_shape)
+    layout = _layout(layout, file_shape, [(n.op, n.attr("perm")) for n in nodes if input_name in n.inputs])
     nchw = layout == "nchw" and len(file_shape) == 3
     input_shape = (file_shape[1], file_shape[2], file_shape[0]) if nchw else file_shape
     graph = OnnxGraph(tuple(nodes), input_name, output_name, input_shape, file_shape, tuple(statics), layout)
@@ -723,8 +729,9 @@ def load_onnx(path: Any, label: Optional[str] = None, layout: str = "auto") -> L
       label: its name in tables and files (default: the file name without ``.onnx``).
       layout: the layout of a 4-d input: ``'nchw'`` (ONNX's convention, e.g. PyTorch exports; the toolkit's
         NHWC points are transposed on entry), ``'nhwc'`` (the file takes NHWC, e.g. JAX or TensorFlow
-        exports) or ``'auto'`` (default): NHWC when the declared point shape is ``(H, W, C)`` with ``C <= 4 <
-        H``, else NCHW. Either way ``logits_fn`` takes NHWC.
+        exports) or ``'auto'`` (default): NHWC when the input goes into a ``Transpose`` to NCHW, NCHW when it
+        goes into a ``Conv``, else NHWC when the declared point shape is ``(H, W, C)`` with ``C <= 4 < H``,
+        else NCHW. Either way ``logits_fn`` takes NHWC.
 
     Returns:
       ``LoadedModel(label, logits_fn, identity, info)``: ``logits_fn`` an

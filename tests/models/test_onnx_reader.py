@@ -441,6 +441,33 @@ def test_an_nhwc_file_with_shape_arithmetic_matches_numpy(tmp_path, opset):
     assert load_onnx(path, layout="nchw").logits_fn.input_shape == (8, 3, 8)
 
 
+@pytest.mark.parametrize("opset", [11, 17])
+def test_pytorch_flatten_with_a_scalar_gather_index(tmp_path, opset):
+    """PyTorch's ``x.view(x.size(0), -1)``: Shape, Gather with a 0-d index, Unsqueeze, Concat, Reshape (an
+    NCHW input going into a Conv: read as NCHW even though its shape (8, 4, 4) would look NHWC)."""
+    rng = np.random.default_rng(6)
+    w, c = f32(rng, 3, 8, 3, 3, scale=0.3), f32(rng, 3)
+    w2, b2 = f32(rng, 2, 3 * 4 * 4, scale=0.2), f32(rng, 2)
+    un_in, un_kw = (["zero"], {}) if opset >= 13 else ([], dict(axes=[0]))
+    nodes = [helper.make_node("Conv", ["x", "w", "c"], ["h"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["a"], name="relu"),
+             helper.make_node("Shape", ["a"], ["shp"], name="shape"),
+             helper.make_node("Gather", ["shp", "idx"], ["n0"], name="batch", axis=0),
+             helper.make_node("Unsqueeze", ["n0"] + un_in, ["n"], name="unsqueeze", **un_kw),
+             helper.make_node("Concat", ["n", "rest"], ["target"], name="concat", axis=0),
+             helper.make_node("Reshape", ["a", "target"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "w2", "b2"], ["y"], name="fc", transB=1)]
+    inits = dict(w=w, c=c, w2=w2, b2=b2, idx=np.array(0, np.int64), rest=np.array([-1], np.int64))
+    if opset >= 13:
+        inits["zero"] = np.array([0], np.int64)
+    path = write_model(tmp_path / "torch.onnx", nodes, inits, [8, 4, 4], [2], opset=opset)
+    m = load_onnx(path)
+    assert m.info["layout"] == "NHWC (file NCHW)" and m.logits_fn.input_shape == (4, 4, 8)
+    x = rng.uniform(size=(3, 8, 4, 4)).astype(np.float32)                  # NCHW, as the file
+    want = relu(np_conv(x, w, c, pads=(1, 1, 1, 1))).reshape(3, -1) @ w2.T.astype(np.float64) + b2
+    np.testing.assert_allclose(np.asarray(m.logits_fn(to_nhwc(x))), want, **TOL)
+
+
 def test_auto_layout_reads_channels_first_and_channels_last_images():
     from rcurves.models.onnx_reader import _layout
 
@@ -448,12 +475,16 @@ def test_auto_layout_reads_channels_first_and_channels_last_images():
     assert _layout("auto", (32, 32, 3)) == "nhwc" and _layout("auto", (28, 28, 1)) == "nhwc"
     assert _layout("auto", (4, 4, 4)) == "nchw" and _layout("auto", (784,)) == "nchw"   # ambiguous: ONNX's
     assert _layout("nhwc", (3, 32, 32)) == "nhwc"
+    # the graph decides first: a Transpose to NCHW reads NHWC, a Conv on the input NCHW
+    assert _layout("auto", (3, 32, 32), [("Transpose", (0, 3, 1, 2))]) == "nhwc"
+    assert _layout("auto", (8, 4, 4), [("Conv", None)]) == "nchw"
 
 
-@pytest.mark.parametrize("case", ["values_to_shape", "gather_batch", "squeeze_no_axes"])
+@pytest.mark.parametrize("case", ["values_to_shape", "gather_batch", "squeeze_no_axes", "half_cast"])
 def test_shape_values_computed_from_activations_are_refused(tmp_path, case):
     """A Reshape target computed from the input's *values* (Cast of an activation to integers), a Gather along
-    an activation's batch axis, a Squeeze of an activation without axes: each a ValueError naming the node."""
+    an activation's batch axis, a Squeeze of an activation without axes, a Cast to float16: each a ValueError
+    naming the node."""
     rng = np.random.default_rng(3)
     w, b = f32(rng, 6, 4), f32(rng, 6)
     head = [helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc", transB=1)]
@@ -464,6 +495,8 @@ def test_shape_values_computed_from_activations_are_refused(tmp_path, case):
     elif case == "gather_batch":
         inits["i"] = np.array([0, 1], np.int64)
         nodes = head + [helper.make_node("Gather", ["h", "i"], ["y"], name="bad", axis=0)]
+    elif case == "half_cast":                                   # float16 rounds differently from float32
+        nodes = head + [helper.make_node("Cast", ["h"], ["y"], name="bad", to=TensorProto.FLOAT16)]
     else:
         nodes = head + [helper.make_node("Unsqueeze", ["h", "one"], ["u"], name="unsq"),
                         helper.make_node("Squeeze", ["u"], ["y"], name="bad")]
