@@ -235,8 +235,8 @@ class BaBConfig:
         at least two hidden layers on an l_inf box, :func:`bab_search` only): each unstable second-layer unit's
         lower and upper bound is tightened by the LP over the first layer with ``k`` rounds of its own cuts
         (:func:`rcurves.certify.cutting.second_layer_bounds`; HiGHS, within :data:`SECOND_SHARE` of the time
-        limit) where the root is not proven without, and every subdomain's bounds are intersected with them
-        (``certify.verify.SECOND_CUTS``).
+        limit) where the search is still open after :data:`SECOND_AFTER` subdomains without (it then starts
+        again from the root), and every subdomain's bounds are intersected with them (``certify.verify.SECOND_CUTS``).
     """
 
     bound: BoundConfig
@@ -1242,6 +1242,12 @@ def _root_cuts(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float = m
 #: 0.02, 6-20 s at 0.03 and 16-24 s at 0.05.
 SECOND_SHARE = 0.25
 
+#: Subdomains a search bounds without :func:`_second_tightened`'s LP bounds before it starts again from the root
+#: with them (``BaBConfig.second_cuts``): the proofs that branch on ``benchmarks/verify_speed.py``'s
+#: 784-256-256-10 MLP took 3-32 subdomains (0.4-1.2 s) and one 478 without them, and paying the LPs first
+#: made them 2.3-17 s. (Counted, not timed: a first compilation would end a timed phase.)
+SECOND_AFTER = 512
+
 #: :func:`_second_tightened`'s last results, by the digest of what they depend on: ``verify`` searches each
 #: margin of a box on its own, and the margins' networks share the first two layers.
 _SECOND_CACHE: dict = {}
@@ -1408,100 +1414,106 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         return split(np.zeros((B, total), np.int8), np.full(B, -1, np.int32),
                      [np.repeat(np.asarray(a)[None], B, axis=0) for a in jax.tree_util.tree_leaves(p0)])
 
-    _, lb_r, nxt_r, p_r, pts_r, m_r = bound_root(p0)
-    if second and not (lb_r[0] > 0) and not np.isnan(lb_r[0]) and _now() < t_end:
-        # not proven at the root: tighten the second layer's bounds by the LP with cuts and bound it again (the
-        # rows recomputed per subdomain stay those unstable before: the same programs; a proof at the first
-        # root never pays for the LPs)
-        if not refuted(pts_r[:1], m_r[:1], np.ones(1, bool)):        # (else falsified below)
-            first = float(lb_r[0])
-            root = root._replace(bounds=_second_tightened(leaf_blocks, root, x, eps, cfg, t_end - _now()))
-            _, lb_r, nxt_r, p_r, pts_r, m_r = bound_root(_start_params(root, pcfg))
-            lb_r = np.maximum(lb_r, first)               # both bound the root: the higher one is reported
-    rest_min = float(root.rest_min)
-    lb_r, nxt_r, p_r = float(lb_r[0]), int(nxt_r[0]), [a[:1] for a in p_r]
+    def run(p0, start, may_restart):
+        """Bound the root (from ``p0``) and search; ``(result, bounded)``, or ``(None, bounded)`` when
+        ``may_restart`` and the search is still open after :data:`SECOND_AFTER` subdomains."""
+        _, lb_r, nxt_r, p_r, pts_r, m_r = bound_root(p0)
+        rest_min = float(root.rest_min)
+        lb_r, nxt_r, p_r = float(lb_r[0]), int(nxt_r[0]), [a[:1] for a in p_r]
 
-    def done(verified, reason, part=-math.inf, bounded=1, left=0, peak=1):
-        # part: the lowest bound over a partition of the ball (inf only if every piece was empty: ignored)
-        part = part if part < math.inf else -math.inf
-        lower = -math.inf if reason == "nan" or math.isnan(lb_r) else min(max(lb_r, part), rest_min)
-        return SearchResult(verified, lower, bounded, bounded == 1 and verified, reason, left, peak,
-                            found[0] if reason == "falsified" else None)
+        def done(verified, reason, part=-math.inf, bounded=start, left=0, peak=1):
+            # part: the lowest bound over a partition of the ball (inf only if every piece was empty: ignored);
+            # bounded counts an earlier run's subdomains too, at_root is this run's root
+            part = part if part < math.inf else -math.inf
+            lower = -math.inf if reason == "nan" or math.isnan(lb_r) else min(max(lb_r, part), rest_min)
+            return SearchResult(verified, lower, bounded, bounded == start and verified, reason, left, peak,
+                                found[0] if reason == "falsified" else None)
 
-    if math.isnan(lb_r) or math.isnan(rest_min):
-        return done(False, "nan")
-    if not rest_min > 0:
-        return done(False, "rows")
-    if lb_r > 0:
-        return done(True, "verified")
-    if refuted(pts_r[:1], m_r[:1], np.ones(1, bool)):
-        return done(False, "falsified", lb_r)
-    if nxt_r < 0:
-        leaf = exact(np.zeros(total, np.int8), [a[0] for a in p_r])
-        if leaf == "falsified":
-            return done(False, "falsified", lb_r)
-        if isinstance(leaf, float) and leaf < math.inf:    # (the ball holds x: an empty root is rounding)
-            return done(True, "verified", leaf)
-        return done(False, "time" if leaf == "time" else "stuck", lb_r)
-    # each subdomain's age (host only, the last of its leaves): splits since its later layers' bounds were
-    # recomputed (``cfg.refresh``)
-    staged = cfg.refresh > 1 and len(root.bounds) > 2
-    pool = _Pool(np.zeros((1, total), np.int8), np.array([lb_r], np.float32), np.array([nxt_r], np.int32),
-                 p_r + [np.zeros(1, np.int32)])
-    proven, bounded, peak, reason = math.inf, 1, 1, "verified"
-    while pool.n:
-        if _now() >= t_end:
-            reason = "time"
-            break
-        if bounded >= cfg.budget:
-            reason = "budget"
-            break
-        sgn, nxt, leaves = pool.take(B)
-        *leaves, age = leaves
-        m = nxt.shape[0]
-        if m < B:                                 # pad with copies of the first parent (results unused)
-            pad = lambda a: np.concatenate([a, np.repeat(a[:1], B - m, axis=0)])   # noqa: E731
-            sgn, nxt, leaves, age = pad(sgn), pad(nxt), [pad(a) for a in leaves], pad(age)
-        fresh = not staged or int(np.max(age[:m])) + 1 >= cfg.refresh
-        kids, klb, knxt, kleaves, kpts, kmarg = split(sgn, nxt, leaves, fresh)
-        kage = np.zeros(2 * B, np.int32) if fresh else np.concatenate([age, age]) + 1
-        valid = np.concatenate([np.arange(B) < m, np.arange(B) < m])
-        kids, klb, knxt = kids[valid], klb[valid], knxt[valid]
-        kleaves = [a[valid] for a in kleaves] + [kage[valid]]
-        bounded += 2 * m
-        if np.isnan(klb).any():
-            reason = "nan"
-            break
-        if refuted(kpts, kmarg, valid):
-            reason = "falsified"
-            break
-        shut = klb > 0                            # proven (inf: empty, no point of the ball)
-        late = False
-        for i in np.flatnonzero(~shut & (knxt < 0)):
-            leaf = exact(kids[i], [a[i] for a in kleaves[:-1]])
+        if math.isnan(lb_r) or math.isnan(rest_min):
+            return done(False, "nan"), start
+        if not rest_min > 0:
+            return done(False, "rows"), start
+        if lb_r > 0:
+            return done(True, "verified"), start
+        if refuted(pts_r[:1], m_r[:1], np.ones(1, bool)):
+            return done(False, "falsified", lb_r), start
+        if nxt_r < 0:
+            leaf = exact(np.zeros(total, np.int8), [a[0] for a in p_r])
             if leaf == "falsified":
+                return done(False, "falsified", lb_r), start
+            if isinstance(leaf, float) and leaf < math.inf:    # (the ball holds x: an empty root is rounding)
+                return done(True, "verified", leaf), start
+            return done(False, "time" if leaf == "time" else "stuck", lb_r), start
+        # each subdomain's age (host only, the last of its leaves): splits since its later layers' bounds were
+        # recomputed (``cfg.refresh``)
+        staged = cfg.refresh > 1 and len(root.bounds) > 2
+        pool = _Pool(np.zeros((1, total), np.int8), np.array([lb_r], np.float32), np.array([nxt_r], np.int32),
+                     p_r + [np.zeros(1, np.int32)])
+        proven, bounded, peak, reason = math.inf, start, 1, "verified"
+        while pool.n:
+            if _now() >= t_end:
+                reason = "time"
+                break
+            if may_restart and bounded >= SECOND_AFTER:
+                return None, bounded                   # not done within SECOND_AFTER: restart with the LP bounds
+            if bounded >= cfg.budget:
+                reason = "budget"
+                break
+            sgn, nxt, leaves = pool.take(B)
+            *leaves, age = leaves
+            m = nxt.shape[0]
+            if m < B:                                 # pad with copies of the first parent (results unused)
+                pad = lambda a: np.concatenate([a, np.repeat(a[:1], B - m, axis=0)])   # noqa: E731
+                sgn, nxt, leaves, age = pad(sgn), pad(nxt), [pad(a) for a in leaves], pad(age)
+            fresh = not staged or int(np.max(age[:m])) + 1 >= cfg.refresh
+            kids, klb, knxt, kleaves, kpts, kmarg = split(sgn, nxt, leaves, fresh)
+            kage = np.zeros(2 * B, np.int32) if fresh else np.concatenate([age, age]) + 1
+            valid = np.concatenate([np.arange(B) < m, np.arange(B) < m])
+            kids, klb, knxt = kids[valid], klb[valid], knxt[valid]
+            kleaves = [a[valid] for a in kleaves] + [kage[valid]]
+            bounded += 2 * m
+            if np.isnan(klb).any():
+                reason = "nan"
+                break
+            if refuted(kpts, kmarg, valid):
                 reason = "falsified"
                 break
-            if leaf == "time":                    # the open children still go to the frontier (its bound)
-                late = True
+            shut = klb > 0                            # proven (inf: empty, no point of the ball)
+            late = False
+            for i in np.flatnonzero(~shut & (knxt < 0)):
+                leaf = exact(kids[i], [a[i] for a in kleaves[:-1]])
+                if leaf == "falsified":
+                    reason = "falsified"
+                    break
+                if leaf == "time":                    # the open children still go to the frontier (its bound)
+                    late = True
+                    break
+                if leaf is not None:
+                    shut[i], klb[i] = True, leaf
+            if reason == "falsified":
                 break
-            if leaf is not None:
-                shut[i], klb[i] = True, leaf
-        if reason == "falsified":
-            break
-        if shut.any():
-            proven = min(proven, float(np.min(klb[shut])))
-        open_ = ~shut
-        pool.add(kids[open_], klb[open_], knxt[open_], [a[open_] for a in kleaves])
-        peak = max(peak, pool.n)
-        if late:
-            reason = "time"
-            break
-        if np.any(knxt[open_] < 0):
-            reason = "stuck"
-            break
-    verified = reason == "verified"
-    return done(verified, reason, min(proven, pool.lowest()), bounded, pool.n, peak)
+            if shut.any():
+                proven = min(proven, float(np.min(klb[shut])))
+            open_ = ~shut
+            pool.add(kids[open_], klb[open_], knxt[open_], [a[open_] for a in kleaves])
+            peak = max(peak, pool.n)
+            if late:
+                reason = "time"
+                break
+            if np.any(knxt[open_] < 0):
+                reason = "stuck"
+                break
+        verified = reason == "verified"
+        return done(verified, reason, min(proven, pool.lowest()), bounded, pool.n, peak), bounded
+
+    res, bounded = run(p0, 1, second)
+    if res is None:
+        # still open: tighten the second layer's bounds by the LP with cuts, then search again from the root
+        # (the rows recomputed per subdomain stay those unstable before: the same programs; a search done
+        # within SECOND_AFTER never pays for the LPs)
+        root = root._replace(bounds=_second_tightened(leaf_blocks, root, x, eps, cfg, t_end - _now()))
+        res, _ = run(_start_params(root, pcfg), bounded + 1, False)
+    return res
 
 
 __all__ = ["BRANCHING", "BaBConfig", "Frontier", "SearchResult", "bab_certify_point", "bab_config", "bab_jit",
