@@ -563,3 +563,30 @@ def test_cuts_with_inherited_bounds_and_exact_leaves_stay_below_the_grid_minimum
         if res.reason == "falsified":
             zz = np.asarray(net.logits(res.x_adv[None].astype(np.float32)))[0]
             assert zz[y] <= np.delete(zz, y).max(), (i, res)
+
+
+def test_second_layer_lp_bounds_come_after_second_after_subdomains_and_keep_searches_sound(monkeypatch):
+    """``second_cuts`` on a small MLP (2-8-8-3): a search still open after ``SECOND_AFTER`` subdomains tightens
+    the second layer's root bounds (once) and starts again from the root, its count including the first run's;
+    one done before never runs the LPs. Every search's lower bound stays below the grid's minimum margin, a
+    proof only where that minimum is positive."""
+    net = _random_mlp([2, 8, 8, 3], 6)
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
+    calls = []
+    real = bab._second_tightened
+    monkeypatch.setattr(bab, "_second_tightened", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(bab, "SECOND_AFTER", 8)
+    tightened = plain = 0
+    for i, (x, y, eps, m) in enumerate(_balls(net, 4, (0.8, 1.05), 3)):
+        calls.clear()
+        base = bab.bab_search(net, x, y, eps, bab.bab_config(bc, 300, steps=5, cuts=1, batch=2))
+        res = bab.bab_search(net, x, y, eps, bab.bab_config(bc, 300, steps=5, cuts=1, batch=2, second_cuts=2))
+        assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (i, res, m)
+        # the same search up to the restart (a batch of 2 parents bounds 4 children per iteration)
+        if base.bounded <= 8:
+            assert calls == [] and res.bounded == base.bounded, (i, base, res)   # done before: no LPs
+            plain += 1
+        elif base.bounded >= 8 + 5:
+            assert calls == [1] and res.bounded > 8, (i, base, res)
+            tightened += 1
+    assert tightened >= 2 and plain >= 2, (tightened, plain)
