@@ -145,11 +145,12 @@ REFRESH = 4
 #: (four boxes) -9% to +23%: deeper networks do not use them (see ``docs/certify.md``).
 CUTS = 1
 #: ``bab.BaBConfig.second_cuts`` of the searches (MLPs of any depth): rounds of separating the first layer's
-#: cuts for each bound of the second layer's unstable units, where the search's root is not proven without
-#: (``certify.cutting.second_layer_bounds``). On ``benchmarks/verify_speed.py``'s MLPs (alone on 2 cores):
-#: 784-256-256-10 from 67 to 69 of 90, both open boxes at eps 0.02 proven (13.2 s and 30.4 s; one was open
-#: after 210 s before), eps 0.03 point 2 in 857 subdomains instead of 40,991; 784-256x4-10 from 13 to 16 of
-#: 30. The LPs cost 3-20 s per box (see ``docs/certify.md``).
+#: cuts for each bound of the second layer's unstable units, where a search is still open after
+#: ``bab.SECOND_AFTER`` subdomains without (``certify.cutting.second_layer_bounds``). On
+#: ``benchmarks/verify_speed.py``'s MLPs (alone on 2 cores): 784-256-256-10 from 67 to 69 of 90, both open
+#: boxes at eps 0.02 proven (13.1 s and 37.1 s; one was open after 210 s before), eps 0.03 point 2 in 2,462
+#: subdomains instead of 40,991; 784-256x4-10 from 13 to 16 of 30. The LPs cost 3-20 s per box (see
+#: ``docs/certify.md``).
 SECOND_CUTS = 2
 #: Default and largest ``budget`` (subdomains bounded by branch and bound, over all margins). One margin's
 #: subdomain holds about 9 bytes per hidden unit (4.6 kB for 512 units) and the frontier at most half the
