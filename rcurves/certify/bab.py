@@ -1195,7 +1195,7 @@ def _root_cuts(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float = m
 
     a_eq = mat(eqs) if eqs else None
     lb_in, ub_in = input_ends(w1, lo, hi)                           # Lb, Ub per (unit, input)
-    found = []                                                      # (unit, mask)
+    found = []                                                      # (unit, cut_row(...))
     for _ in range(cfg.cuts):
         if _now() >= t_end:
             break
@@ -1207,28 +1207,28 @@ def _root_cuts(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: float = m
         sep = separate(w1[unst], b1[unst], lb_in[unst], ub_in[unst], xv[:D], xv[off[0] + unst], xv[it:it + unst.size])
         for n_, inside in sorted(zip(sep.units.tolist(), sep.inside), key=lambda p: p[0]):
             k = unst[n_]
-            coef, kap, r = cut_row(w1[k], b1[k], lb_in[k], ub_in[k], inside)
+            cut = cut_row(w1[k], b1[k], lb_in[k], ub_in[k], inside)
             idx = np.flatnonzero(inside)
-            rows.append((np.r_[off[0] + k, idx, it + n_], np.r_[1.0, -coef[idx], -kap]))
-            rhs.append(r)
-            found.append((k, inside))
+            rows.append((np.r_[off[0] + k, idx, it + n_], np.r_[1.0, -cut[0][idx], -cut[1]]))
+            rhs.append(cut[2])
+            found.append((k, cut))
         if sep.units.size == 0:
             break
     # every unstable unit: I = all, I = empty (the triangle's pair), then the cuts found
     units, mats, consts, kaps, th = [], [], [], [], []
+    def add(k, cut, theta):
+        units.append(k)
+        mats.append(cut[0])
+        kaps.append(cut[1])
+        consts.append(cut[2])
+        th.append(theta)
+
     for k in unst:
         s = u1[k] / (u1[k] - l1[k])
-        units += [k, k]
-        mats += [w1[k], np.zeros(D)]
-        consts += [-np.sum(w1[k] * lb_in[k]), 0.0]
-        kaps += [np.sum(w1[k] * lb_in[k]) + b1[k], np.sum(w1[k] * ub_in[k]) + b1[k]]
-        th += [math.log(max(s, 1e-6)), math.log(max(1.0 - s, 1e-6))]
-    for k, inside in found:
-        units.append(k)
-        mats.append(np.where(inside, w1[k], 0.0))
-        consts.append(-np.sum(np.where(inside, w1[k] * lb_in[k], 0.0)))
-        kaps.append(np.sum(np.where(inside, w1[k] * lb_in[k], w1[k] * ub_in[k])) + b1[k])
-        th.append(CUT_THETA0)
+        for inside, theta in ((True, math.log(max(s, 1e-6))), (False, math.log(max(1.0 - s, 1e-6)))):
+            add(k, cut_row(w1[k], b1[k], lb_in[k], ub_in[k], np.full(D, inside)), theta)
+    for k, cut in found:
+        add(k, cut, CUT_THETA0)
     c = len(units)
     pad = -c % 64
     h1 = w1.shape[0]
@@ -1335,7 +1335,7 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
     B = max(1, cfg.batch)
     prep, root, p0 = _search_root(net, x, y, eps, cfg=pcfg)
     leaf_blocks = []                      # the hidden blocks' float64 maps (cuts, exact leaves), built once
-    second = False                        # the second layer's LP bounds: after the root, if it is not proven
+    second = False                        # the second layer's LP bounds: after SECOND_AFTER subdomains
     if (cfg.cuts > 0 or cfg.second_cuts > 0) and _is_mlp(net) and cfg.bound.norm == "linf":
         leaf_blocks.extend(_leaf_blocks(prep))
         second = cfg.second_cuts > 0 and len(leaf_blocks) >= 2
@@ -1409,15 +1409,13 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
                 return "falsified"
         return None
 
-    def bound_root(p0):
-        """The root: B copies, not split (unit -1), of which the first is kept."""
-        return split(np.zeros((B, total), np.int8), np.full(B, -1, np.int32),
-                     [np.repeat(np.asarray(a)[None], B, axis=0) for a in jax.tree_util.tree_leaves(p0)])
-
     def run(p0, start, may_restart):
         """Bound the root (from ``p0``) and search; ``(result, bounded)``, or ``(None, bounded)`` when
         ``may_restart`` and the search is still open after :data:`SECOND_AFTER` subdomains."""
-        _, lb_r, nxt_r, p_r, pts_r, m_r = bound_root(p0)
+        # the root: B copies, not split (unit -1), of which the first is kept
+        _, lb_r, nxt_r, p_r, pts_r, m_r = split(
+            np.zeros((B, total), np.int8), np.full(B, -1, np.int32),
+            [np.repeat(np.asarray(a)[None], B, axis=0) for a in jax.tree_util.tree_leaves(p0)])
         rest_min = float(root.rest_min)
         lb_r, nxt_r, p_r = float(lb_r[0]), int(nxt_r[0]), [a[:1] for a in p_r]
 

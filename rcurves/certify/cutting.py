@@ -172,7 +172,8 @@ def second_layer_bounds(blocks, bounds, lo, hi, *, rounds: int = 2, top: int = 1
                          shape=(len(rows), nv))
     host = _Rows(base, r_lo, r_hi)
     s = _solver(base.tocsc(), r_lo, r_hi, col_lo, col_hi)
-    lb_in, ub_in = input_ends(w1[unst], lo, hi)
+    w_u, b_u = w1[unst], b1[unst]                             # the unstable units' rows, once
+    lb_in, ub_in = input_ends(w_u, lo, hi)
     a_cols = np.arange(oa, oa + h1, dtype=np.int32)
     new_l, new_u = l2.copy(), u2.copy()
     done = solves = n_cuts = 0
@@ -190,12 +191,12 @@ def second_layer_bounds(blocks, bounds, lo, hi, *, rounds: int = 2, top: int = 1
                 if s.getModelStatus() != opt or rd == rounds:
                     break
                 v = np.asarray(s.getSolution().col_value, np.float64)
-                sep = separate(w1[unst], b1[unst], lb_in, ub_in, v[:d], v[oa + unst], v[ot:ot + unst.size])
+                sep = separate(w_u, b_u, lb_in, ub_in, v[:d], v[oa + unst], v[ot:ot + unst.size])
                 if sep.units.size == 0:
                     break
                 new = []
                 for j, inside in zip(sep.units[:top], sep.inside[:top]):
-                    coef, kappa, rhs = cut_row(w1[unst[j]], b1[unst[j]], lb_in[j], ub_in[j], inside)
+                    coef, kappa, rhs = cut_row(w_u[j], b_u[j], lb_in[j], ub_in[j], inside)
                     nz = np.flatnonzero(coef)
                     new.append((np.r_[oa + unst[j], nz, ot + j].astype(np.int32), np.r_[1.0, -coef[nz], -kappa], rhs))
                 starts = np.r_[0, np.cumsum([len(c) for c, _, _ in new])[:-1]].astype(np.int32)
