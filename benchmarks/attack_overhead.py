@@ -20,7 +20,7 @@ the reference runs ``G`` full gradients.
 ``G`` per attack:
 
 * ``attacks.minimal_distance`` with its default schedule for the model (for
-  ten classes: l_inf 8 rounds of 4 targeted lanes of 5 steps and 54 FMN
+  ten classes: l_inf 7 rounds of 4 targeted lanes of 5 steps and 74 FMN
   steps, l_2 6 rounds of 4 lanes of 7 steps and 46, plus the Jacobian that
   ranks the targets (10 backward passes, counted as 10), G = 224; ``--search-steps/--steps/--restarts`` override it):
   ``(1 + search_steps) * candidates * restarts * steps + polish_steps``; on top come ``refine_steps + 4`` forward passes with the default

@@ -14,7 +14,7 @@ Six ways to spend the same number ``G`` of gradient evaluations per point on
   round for l_inf and l_2 and two lanes of half the steps for l_1
   (``DEFAULT_SCHEDULE``) on models of two classes; on the 10-class models
   four lanes aimed at four target classes (ranked by linearised distance and
-  by logit, ``attacks.ranking``) with the targeted DLR loss, in 8 rounds (l_inf) or 6 (l_2) (``TARGETED_SCHEDULE``); the next radius by regula falsi on the lanes' best
+  by logit, ``attacks.ranking``) with the targeted DLR loss, in 7 rounds (l_inf) or 6 (l_2) (``TARGETED_SCHEDULE``); the next radius by regula falsi on the lanes' best
   margins with one final ray search (l_inf, l_2), or by bisection with a ray
   search of 4 forward passes every round (l_1) (``DEFAULT_RADIUS``);
 * ``radius=bisect`` / ``radius=falsi``: the default with the other radius

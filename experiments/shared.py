@@ -155,7 +155,7 @@ def zoo_evaluation(args, names: Sequence[str], norms: Sequence[str] = ("linf", "
     images. ``--quick``: 32 points and a 40-gradient attack budget on the tiny
     stand-ins. Default
     attack: ``minimal_distance``'s default schedule (4 targeted APGD lanes x
-    5 steps x 8 radius rounds + 54 FMN steps for l_inf, x 7 steps x 6 rounds
+    5 steps x 7 radius rounds + 74 FMN steps (20 wide, 54 narrow) for l_inf, x 7 steps x 6 rounds
     + 46 for l_2, + a 10-pass Jacobian ranking the targets: 224 gradients per
     point) and,
     for l_2, also CW (10 constants x 100 steps), keeping per point the smaller

@@ -11,7 +11,7 @@ where the zoo has one (AT l_2 1.5, MMR+AT l_2 0.3; KW stays CROWN-IBP l_inf
 of ``shared.zoo_evaluation``: 2,000 random test images
 (``default_rng(seed)``), the same points for every model. Per point the
 minimal adversarial distance in l_inf (the default radius search: 4 targeted
-APGD lanes x 5 steps x 8 rounds + 54 FMN steps + a 10-pass Jacobian ranking
+APGD lanes x 5 steps x 7 rounds + 74 FMN steps + a 10-pass Jacobian ranking
 the targets) and l_2 (the same, and Carlini-Wagner with 10 constants x 100
 steps, keeping the smaller verified distance; and the l_2 norm of the
 point's verified l_inf adversarial where that is smaller, as

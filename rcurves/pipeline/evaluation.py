@@ -49,7 +49,7 @@ class AttackSettings:
 
     ``search_steps``/``steps``/``restarts``/``polish_steps`` None:
     ``attacks.minimal_distance``'s defaults for the model's number of classes
-    (for l_inf on 10 classes: 4 targeted lanes x 5 steps x 8 rounds + 54 FMN
+    (for l_inf on 10 classes: 4 targeted lanes x 5 steps x 7 rounds + 74 FMN
     steps + the 10-pass Jacobian that ranks the targets; l_2: x 7 steps x 6
     rounds + 46 + 10; 224 gradients per point). ``gradients``: instead, that
     schedule scaled to about this many gradients per point. ``ensemble``:

@@ -264,14 +264,16 @@ def test_targeted_defaults_and_dlr_losses():
     s = np.sort(np.asarray(z))[::-1]
     assert float(dlr(z, 1)) == pytest.approx(-(-1.0 - 3.0) / (s[0] - s[2]))
     assert float(dlr_targeted(z, 0, 3)) == pytest.approx(-(3.0 - 0.5) / (s[0] - (s[2] + s[3]) / 2))
-    from attacks.minimal import search_gradients
-    for norm, (steps, rounds, polish) in (("linf", (5, 8, 54)), ("l2", (7, 6, 46))):
+    from attacks.minimal import _wide_steps, search_gradients
+    for norm, (steps, rounds, polish) in (("linf", (5, 7, 74)), ("l2", (7, 6, 46))):
         cfg = search_config(norm, 10)
         assert (cfg.restarts, cfg.engine.steps, cfg.search_steps, cfg.engine.loss) == (4, steps, rounds - 1, "dlr-t")
         assert (cfg.warm_lanes, cfg.own_lanes, cfg.polish_steps, cfg.target_rank) == (4, True, polish, "mixed")
         # the ranking's Jacobian (10 backward passes) is part of the 224
         assert (1 + cfg.search_steps) * cfg.restarts * cfg.engine.steps + cfg.polish_steps + 10 == 224
         assert search_gradients(cfg, 10) == 224
+        # l_inf's polish: 20 wide steps (from the distance found), then the 54 narrow ones
+        assert _wide_steps(norm, cfg.polish_steps) == {"linf": 20, "l2": 0}[norm]
         # a lane for every other class: nothing to rank, nothing paid for it
         assert search_config(norm, 4).target_rank == "logits"
         cfg2 = search_config(norm, 2)
