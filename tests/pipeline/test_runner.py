@@ -255,6 +255,39 @@ def test_points_another_norm_beats_get_the_escalation_searches_and_the_result_is
         np.testing.assert_array_equal(same[k], before[k])
 
 
+def test_the_second_run_starts_at_a_multiple_of_the_other_norms_bound(tmp_path, monkeypatch):
+    """``escalate_beaten`` searches from ``CROSS_RADIUS * upper`` (a ball the other norm's adversarial shows to
+    hold an adversarial), capped by the run's ``eps_max``, not from ``eps_max`` itself; padding repeats it."""
+    import attacks
+    from rcurves.pipeline.runner import CROSS_RADIUS, escalate_beaten
+
+    rng = np.random.default_rng(4)
+    W, b = rng.normal(size=(3, 6)), rng.normal(size=3) * 0.1
+    f = multiclass_linear(W, b)
+    x = rng.random((8, 6)).astype(np.float32) * 0.5 + 0.25
+    y = np.asarray(np.argmax(x @ W.T + b, axis=1))
+    exact = exact_multiclass(W, b, x, y, "l2")
+    cfg = DistanceConfig(norm="l2", bounds=None, eps_max=4.0)
+    res = {"pgd": 2.0 * exact, "distance": 2.0 * exact, "gradients": np.zeros(8), "escalated": np.zeros(8)}
+    upper = np.full(8, np.inf)
+    upper[[1, 4, 6]] = 1.01 * exact[[1, 4, 6]]
+    upper[6] = 3.9              # beaten, but its multiple is above the run's eps_max: capped
+    res["pgd"][6] = res["distance"][6] = 5.0
+    seen = []
+    real = attacks.adaptive_distance
+
+    def spy(fn, xs, ys, **kw):
+        seen.append(np.asarray(kw["eps_max"], np.float64))
+        return real(fn, xs, ys, **kw)
+
+    monkeypatch.setattr(attacks, "adaptive_distance", spy)
+    escalate_beaten(f, cfg, x, y, KEY, res, upper, run_dir=None, chunk=4)
+    assert len(seen) == 1
+    np.testing.assert_allclose(seen[0], [CROSS_RADIUS * upper[1], CROSS_RADIUS * upper[4], 4.0, 4.0], rtol=1e-6)
+    assert np.all(res["pgd"][[1, 4]] >= exact[[1, 4]] * (1 - 1e-5))              # never below the exact distance
+    np.testing.assert_allclose(res["pgd"][[1, 4]], exact[[1, 4]], rtol=0.02)     # and found from the smaller ball
+
+
 def test_distance_config_validation():
     with pytest.raises(ValueError, match="cw"):
         DistanceConfig(norm="linf", cw=True)
