@@ -84,8 +84,8 @@ class Search:
     ensemble it starts from the bracket ``[0, d_best]``, or, with
     ``fresh=True``, from nothing (an independent search, merged by the
     minimum). ``eps_scale`` (in ``(0, 1]``) multiplies ``eps_max``, the
-    radius of its first round: points farther than that stay unbroken by
-    this member. ``grad_noise``: ``minimal_distance``'s (a fraction of the
+    radius of its first round: its rounds break no point farther than
+    that (its FMN polish still may, see ``minimal_distance``). ``grad_noise``: ``minimal_distance``'s (a fraction of the
     box width)."""
 
     search_steps: Optional[int] = None
