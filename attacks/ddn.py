@@ -53,7 +53,7 @@ from attacks.losses import confidently_adversarial, margin
 from attacks.norms import clip_box, l2_norm, like
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize, raise_nonfinite
-from attacks.xla import program
+from attacks.xla import gradient_caller, program
 
 _TINY = 1e-12
 
@@ -128,10 +128,11 @@ def _ddn_point(fn1, x, y, key, init_eps, refine_steps, cfg: DDNConfig, bounds, i
     """
     worst = max_l2_in_box(x, bounds)
     fallback = jax.random.normal(key, x.shape)  # direction used where a gradient is exactly 0
+    grad_call = gradient_caller(fn1, x)       # g computed once, not in every fusion reading it (attacks.xla)
 
     def body(s: DDNState, xs):
         k, alpha = xs
-        logits, g = loss_direction(fn1, x + s.delta, y, cfg.loss)
+        logits, g = grad_call(lambda p: loss_direction(fn1, p, y, cfg.loss), x + s.delta, k)
         m = margin(logits, y)
         adv = confidently_adversarial(logits, y)
         nrm = l2_norm(s.delta)

@@ -59,7 +59,7 @@ from attacks.losses import confidently_adversarial, margin
 from attacks.norms import Geometry, clip_box, geometry, l1_norm, l2_norm, like, linf_norm
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize, raise_nonfinite
-from attacks.xla import program
+from attacks.xla import gradient_caller, program
 
 _TINY = 1e-12
 _DUAL = {"linf": l1_norm, "l2": l2_norm, "l1": linf_norm}
@@ -130,10 +130,14 @@ def _fmn_point(fn1, x, y, refine_steps, cfg: FMNConfig, bounds, init=None):
     geo = geometry(cfg.norm, cfg.l1_sparsity)
     dual = _DUAL[cfg.norm]
     worst = max_norm_in_box(geo, x, bounds)
+    # The step reads g in several fusions (the box mask, its dual norm, the
+    # step): computed once where XLA would recompute the model's input
+    # gradient in each (attacks.xla; CNN, 200 steps: 1.22 -> 1.04 of bare gradients).
+    grad_call = gradient_caller(fn1, x)
 
     def body(s: FMNState, xs):
         k, alpha, gamma = xs
-        m, logits, g = _margin_and_grad(fn1, x + s.delta, y)
+        m, logits, g = grad_call(lambda p: _margin_and_grad(fn1, p, y), x + s.delta, k)
         adv = confidently_adversarial(logits, y)
         nrm = geo.norm(s.delta)
         better = adv & (nrm < s.best_norm)
