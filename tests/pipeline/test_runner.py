@@ -286,6 +286,14 @@ def test_the_second_run_starts_at_a_multiple_of_the_other_norms_bound(tmp_path, 
     np.testing.assert_allclose(seen[0], [CROSS_RADIUS * upper[1], CROSS_RADIUS * upper[4], 4.0, 4.0], rtol=1e-6)
     assert np.all(res["pgd"][[1, 4]] >= exact[[1, 4]] * (1 - 1e-5))              # never below the exact distance
     np.testing.assert_allclose(res["pgd"][[1, 4]], exact[[1, 4]], rtol=0.02)     # and found from the smaller ball
+    # a bound of 0 (another norm's run saw the point misclassified) leaves no ball: the run's own radius
+    seen.clear()
+    res0 = {"pgd": 2.0 * exact, "distance": 2.0 * exact, "gradients": np.zeros(8), "escalated": np.zeros(8)}
+    zero = np.full(8, np.inf)
+    zero[3] = 0.0
+    escalate_beaten(f, cfg, x, y, KEY, res0, zero, run_dir=None, chunk=4)
+    np.testing.assert_allclose(seen[0], [4.0] * 4)
+    assert res0["pgd"][3] >= exact[3] * (1 - 1e-5)
 
 
 def test_distance_config_validation():
