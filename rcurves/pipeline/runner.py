@@ -339,11 +339,9 @@ def escalate_beaten(logits_fn: Callable, cfg: DistanceConfig, x, y, key, result:
         cap = cfg.eps_max
         if cap is None and cfg.bounds is not None:
             cap = attacks.minimal.default_eps_max(cfg.norm, cfg.bounds, x.shape[1:])
-        first = CROSS_RADIUS * upper if cap is None else np.minimum(CROSS_RADIUS * upper, cap)
-        if cap is not None:
-            # a bound of 0 (the other norm's run saw the point misclassified: a tie a chunking can flip) gives
-            # no ball to start from: search from the run's own first radius
-            first = np.where(upper > 0, first, cap)
+        # a bound of 0 (the other norm's run saw the point misclassified: a tie a chunking can flip) gives no
+        # ball to start from: search from the run's own first radius
+        first = CROSS_RADIUS * upper if cap is None else np.where(upper > 0, np.minimum(CROSS_RADIUS * upper, cap), cap)
         parts = []
         for start in range(0, idx.size, chunk):
             piece = idx[start:start + chunk]
