@@ -57,8 +57,9 @@ How the next radius is chosen (``radius=``):
 Cost per point: ``(1 + search_steps) * candidates * restarts * steps``
 gradient evaluations, plus ``refine_steps + 4`` forward passes (``'falsi'``)
 or ``(1 + search_steps) * refine_steps + 3`` (``'bisect'``), all in one
-jitted program (points and lanes ``vmap``ped, rounds and steps
-``lax.scan``ned). The returned distance is re-checked on the returned example
+jitted program (points ``vmap``ped; lanes ``vmap``ped with them, or in a
+``lax.map`` when their batch outgrows the caches, ``attacks.xla.lanes_in_loop``;
+rounds and steps ``lax.scan``ned). The returned distance is re-checked on the returned example
 (``attacks.result.finalize``).
 """
 from __future__ import annotations
@@ -78,7 +79,7 @@ from attacks.losses import CONFIDENCE_RTOL, MIN_CLASSES, TARGETED_LOSSES, margin
 from attacks.ranking import gradients_for_ranking, linear_distances, nearest_targets
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize, raise_nonfinite
-from attacks.xla import program
+from attacks.xla import lanes_in_loop, program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +170,7 @@ def lane_targets(logits_clean, y, lanes: int) -> jax.Array:
     return order[jnp.arange(lanes) % (logits_clean.shape[-1] - 1)]
 
 
-def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, bounds, init=None):
+def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, bounds, init=None, loop=False):
     """Radius search for one point; returns (best adversarial point, found).
 
     Started from ``init``, this is the ensemble's search below a known
@@ -191,11 +192,15 @@ def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, boun
         # One search of one lane per target class, each with its own radius
         # and bracket; the best of them is kept.
         sub = dataclasses.replace(cfg, restarts=1, lane_brackets=False)
-        states = jax.vmap(lambda t, k: _rounds(fn1, x, y, m_clean, logits_clean, t[None], k, eps_max, sub, bounds,
-                                               init))(targets, jax.random.split(key, R))
+        one = lambda t, k: _rounds(fn1, x, y, m_clean, logits_clean, t[None], k, eps_max, sub, bounds, init)  # noqa: E731
+        lane_keys = jax.random.split(key, R)
+        if loop:
+            states = jax.lax.map(lambda tk: one(*tk), (targets, lane_keys))
+        else:
+            states = jax.vmap(one)(targets, lane_keys)
         st = jax.tree_util.tree_map(lambda a: a[jnp.argmin(states.hi)], states)
     else:
-        st = _rounds(fn1, x, y, m_clean, logits_clean, targets, key, eps_max, cfg, bounds, init)
+        st = _rounds(fn1, x, y, m_clean, logits_clean, targets, key, eps_max, cfg, bounds, init, loop)
     found = jnp.isfinite(st.hi)
     best = st.best
     if falsi and cfg.refine_steps > 0:
@@ -225,9 +230,12 @@ def _search_point(fn1, x, y, logits_clean, key, eps_max, cfg: SearchConfig, boun
     return best, found
 
 
-def _rounds(fn1, x, y, m_clean, logits_clean, targets, key, eps_max, cfg: SearchConfig, bounds, init) -> SearchState:
+def _rounds(fn1, x, y, m_clean, logits_clean, targets, key, eps_max, cfg: SearchConfig, bounds, init,
+            loop=False) -> SearchState:
     """The rounds of the radius search of one point with lanes aiming at
-    ``targets`` (``(restarts,)``): the final ``SearchState``."""
+    ``targets`` (``(restarts,)``): the final ``SearchState``. ``loop``: a
+    round's lanes run one after the other (``xla.lanes_in_loop``), not
+    ``vmap``ped."""
     geo = geometry(cfg.engine.norm, cfg.engine.l1_sparsity)
     K, R = cfg.candidates, cfg.restarts
     falsi = cfg.radius == "falsi" and K == 1
@@ -278,9 +286,11 @@ def _rounds(fn1, x, y, m_clean, logits_clean, targets, key, eps_max, cfg: Search
             d0 = warm if all_warm else jnp.where(r < cfg.warm_lanes, warm, geo.random(rk, x.shape, eps))
             return run_lane(fn1, x, y, eps, d0, step, cfg.engine, bounds, target=t, key=nkey)
 
-        res = jax.vmap(
-            lambda e, kr: jax.vmap(lambda k, r: lane(e, k, r))(kr, jnp.arange(R))
-        )(cands, lane_keys)
+        if loop:
+            lanes_of = lambda e, kr: jax.lax.map(lambda a: lane(e, *a), (kr, jnp.arange(R)))  # noqa: E731
+        else:
+            lanes_of = lambda e, kr: jax.vmap(lambda k, r: lane(e, k, r))(kr, jnp.arange(R))  # noqa: E731
+        res = jax.vmap(lanes_of)(cands, lane_keys)
         norms = res.adv_norm.reshape(-1)
         margins = res.adv_margin.reshape(-1)
         if K * R > 1:
@@ -352,8 +362,9 @@ def _rounds(fn1, x, y, m_clean, logits_clean, targets, key, eps_max, cfg: Search
 def _minimal_jit(logits_fn, x, y, keys, eps_max, *, cfg: SearchConfig, bounds):
     fn1 = single(logits_fn, x.shape[1:])
     clean = logits_fn(x)
+    loop = lanes_in_loop(fn1, flat(x)[0], x.shape[0], cfg.restarts * cfg.candidates)
     x_adv, found = jax.vmap(
-        lambda xi, yi, li, ki, ei: _search_point(fn1, xi, yi, li, ki, ei, cfg, bounds)
+        lambda xi, yi, li, ki, ei: _search_point(fn1, xi, yi, li, ki, ei, cfg, bounds, loop=loop)
     )(flat(x), y, clean, keys, eps_max)
     x_adv = x_adv.reshape(x.shape)
     return finalize(logits_fn, x, y, x_adv, found, cfg.engine.norm, bounds, clean_logits=clean)
@@ -366,8 +377,10 @@ def _minimal_below_jit(logits_fn, x, y, keys, eps_max, x_best, d_best, *, cfg: S
     fn1 = single(logits_fn, x.shape[1:])
     clean = logits_fn(x)
     m_best = jax.vmap(margin)(logits_fn(x_best), y)
+    loop = lanes_in_loop(fn1, flat(x)[0], x.shape[0], cfg.restarts * cfg.candidates)
     x_adv, found = jax.vmap(
-        lambda xi, yi, li, ki, ei, pb, nb, mb: _search_point(fn1, xi, yi, li, ki, ei, cfg, bounds, (pb, nb, mb))
+        lambda xi, yi, li, ki, ei, pb, nb, mb: _search_point(fn1, xi, yi, li, ki, ei, cfg, bounds, (pb, nb, mb),
+                                                             loop=loop)
     )(flat(x), y, clean, keys, eps_max, flat(x_best), d_best, m_best)
     x_adv = x_adv.reshape(x.shape)
     return finalize(logits_fn, x, y, x_adv, found, cfg.engine.norm, bounds, clean_logits=clean)

@@ -44,6 +44,7 @@ fusion that reads it.
 from __future__ import annotations
 
 import functools
+import math
 import inspect
 import os
 from typing import Any, Callable, Dict, Optional, Sequence
@@ -134,6 +135,63 @@ def gradient_is_written(fn1: Callable, x: jax.Array) -> bool:
         return _producer(closed.jaxpr, closed.jaxpr.outvars[0]) in _WRITTEN
     except Exception:  # noqa: BLE001 - a speed heuristic must never fail an attack
         return True
+
+
+#: The most bytes of gradient intermediates (:func:`gradient_bytes` per
+#: point, times points, times lanes) for which a search's lanes of every point
+#: are ``vmap``ped into one batch; above it they run one after the other, each
+#: over all points (:func:`lanes_in_loop`).
+LANE_BATCH_BYTES = 2 ** 28
+
+
+def _jaxpr_bytes(jaxpr) -> int:
+    """Bytes of every value ``jaxpr``'s equations compute, looking into nested calls."""
+    total = 0
+    for eqn in jaxpr.eqns:
+        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr", eqn.params.get("fun_jaxpr")))
+        if inner is not None:
+            total += _jaxpr_bytes(getattr(inner, "jaxpr", inner))
+            continue
+        for v in eqn.outvars:
+            aval = getattr(v, "aval", None)
+            if hasattr(aval, "shape") and hasattr(aval, "dtype"):
+                total += math.prod(aval.shape) * jnp.dtype(aval.dtype).itemsize
+    return total
+
+
+def gradient_bytes(fn1: Callable, x: jax.Array) -> int:
+    """Bytes of the values computed by one input gradient of the one-point
+    model ``fn1`` at ``x``'s shape: the sum over the equations of the traced
+    ``grad(sum(fn1))`` (a measure of its working set, before XLA fuses any of
+    them away; 2026-11-28: 33 KB for the benchmarks' MNIST MLP, 1.1 MB for their
+    2-conv CNN). 0 if the model cannot be traced apart from the attack."""
+    try:
+        spec = jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
+        return int(_jaxpr_bytes(jax.make_jaxpr(jax.grad(lambda v: jnp.sum(fn1(v))))(spec).jaxpr))
+    except Exception:  # noqa: BLE001 - a speed heuristic must never fail an attack
+        return 0
+
+
+def lanes_in_loop(fn1: Callable, x: jax.Array, points: int, lanes: int) -> bool:
+    """Whether a search runs the ``lanes`` lanes of its ``points`` points one
+    lane after the other (``lax.map``, each lane a batch of ``points``) rather
+    than as one ``vmap``ped batch of ``points * lanes``.
+
+    A gradient's cost per point rises once the batch's working set outgrows
+    the caches, and falls with the batch below that. Measured on XLA:CPU (2
+    cores, ``benchmarks/attack_overhead.py``'s ratio to bare gradients, the
+    default l_inf search, 4 lanes, side by side in one process, 2026-11-28):
+    the patch CNN (1.1 MB per point) with 16 / 32 / 48 points took 0.80 /
+    0.95 / 1.00 vmapped and 1.03 / 1.11 / 1.03 looped, with 64 / 200 points
+    1.10 / 1.46 vmapped and 1.02 / 1.05 looped; the MLP (33 KB) with 64 / 256
+    points 0.95 / 1.00-1.08 vmapped and 1.16 / 1.10-1.17 looped. The switch,
+    ``points * lanes * gradient_bytes > LANE_BATCH_BYTES`` (256 MiB), lies
+    between the CNN's 48 and 64 points. The results are the same up to float
+    rounding either way.
+    """
+    if lanes <= 1:
+        return False
+    return points * lanes * gradient_bytes(fn1, x) > LANE_BATCH_BYTES
 
 
 def materialize(fn: Callable, operand, index):
@@ -352,5 +410,6 @@ def program(*, static_argnames: Sequence[str] = ()) -> Callable[[Callable], Prog
     return lambda fun: Program(fun, static_argnames)
 
 
-__all__ = ["PlainConvolutions", "Program", "WORKAROUND", "compiler_options", "gradient_caller", "gradient_is_written",
-           "loop_model", "materialize", "plain_convolutions", "program"]
+__all__ = ["LANE_BATCH_BYTES", "PlainConvolutions", "Program", "WORKAROUND", "compiler_options", "gradient_bytes",
+           "gradient_caller", "gradient_is_written", "lanes_in_loop", "loop_model", "materialize", "plain_convolutions",
+           "program"]
