@@ -2,7 +2,9 @@
 
 ``pgd`` maximises a loss inside the l_p ball of radius ``eps`` (one radius per
 point allowed) and returns, per point, the highest-loss iterate over all
-restarts. Restarts are parallel lanes (``vmap``), steps a ``lax.scan``: one
+restarts. Restarts are parallel lanes (``vmap``, or a ``lax.map`` when
+their batch outgrows the caches: ``attacks.xla.lanes_in_loop``), steps a
+``lax.scan``: one
 jitted program costing ``restarts * steps`` model evaluations per point
 (``restarts * (steps - 1)`` gradients: a lane's last iterate needs only its
 logits).
@@ -17,13 +19,14 @@ import jax.numpy as jnp
 from attacks import checks
 from attacks.engine import EngineConfig, flat, run_lane, single
 from attacks.norms import geometry
-from attacks.xla import program
+from attacks.xla import lanes_in_loop, program
 
 
 @program(static_argnames=("logits_fn", "cfg", "bounds", "restarts", "random_start"))
 def _pgd_jit(logits_fn, x, y, eps, keys, step_size, *, cfg, bounds, restarts, random_start):
     fn1 = single(logits_fn, x.shape[1:])
     geo = geometry(cfg.norm, cfg.l1_sparsity)
+    loop = lanes_in_loop(fn1, flat(x)[0], x.shape[0], restarts)
 
     def point(xi, yi, ei, ki, si):
         rkeys = jax.random.split(ki, restarts)
@@ -32,7 +35,7 @@ def _pgd_jit(logits_fn, x, y, eps, keys, step_size, *, cfg, bounds, restarts, ra
             d0 = geo.random(rk, xi.shape, ei) if random_start else jnp.zeros_like(xi)
             return run_lane(fn1, xi, yi, ei, d0, si, cfg, bounds)
 
-        res = jax.vmap(lane)(rkeys)
+        res = jax.lax.map(lane, rkeys) if loop else jax.vmap(lane)(rkeys)
         # Prefer a lane that found an adversarial (highest loss among those), else highest loss.
         found = jnp.isfinite(res.adv_norm)
         score = jnp.where(found, res.f_max + 1e30, res.f_max)

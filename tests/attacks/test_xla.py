@@ -283,3 +283,29 @@ def test_lanes_in_a_loop_are_the_same_search(monkeypatch, norm):
         assert np.all(d >= exact * (1 - 1e-4)) and np.all(d <= exact * 1.02)
     assert loops[True] > loops[False]
     np.testing.assert_allclose(np.asarray(out[True].distance), np.asarray(out[False].distance), rtol=1e-5)
+
+
+def test_pgd_restarts_in_a_loop_are_the_same_attack(monkeypatch):
+    """PGD's restarts in a ``lax.map`` return the iterate the vmapped restarts
+    return, and break exactly the linear points within eps (000 Lemma 1)."""
+    import importlib
+    pgd_module = importlib.import_module("attacks.pgd")     # the module (``attacks.pgd`` is the function)
+    from tests._models import exact_multiclass, multiclass_linear
+    rng = np.random.default_rng(4)
+    W, b = rng.normal(size=(5, 16)).astype(np.float32), np.zeros(5, np.float32)
+    x = jnp.asarray(rng.uniform(0.2, 0.8, size=(8, 16)).astype(np.float32))
+    f = multiclass_linear(W, b)
+    y = jnp.argmax(f(x), axis=1)
+    exact = exact_multiclass(W, b, np.asarray(x), np.asarray(y), "l2")
+    eps = float(np.median(exact))
+    out, mapped, lax_map = {}, [], jax.lax.map
+    monkeypatch.setattr(jax.lax, "map", lambda *a, **k: mapped.append(1) or lax_map(*a, **k))
+    for loop in (False, True):
+        monkeypatch.setattr(pgd_module, "lanes_in_loop", lambda *a, loop=loop: loop)
+        jax.clear_caches()
+        out[loop] = np.asarray(attacks.pgd(f, x, y, eps, norm="l2", steps=30, key=KEY, restarts=3,
+                                           bounds=None))
+        assert bool(mapped) is loop         # the restarts went through lax.map exactly when looped
+    np.testing.assert_allclose(out[True], out[False], rtol=1e-5, atol=1e-6)
+    broken = np.asarray(jnp.argmax(f(jnp.asarray(out[True])), axis=1) != y)
+    np.testing.assert_array_equal(broken, exact < eps * 0.999)
