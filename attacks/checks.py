@@ -117,6 +117,15 @@ def check_array(
             bad = "NaN" if np.isnan(arr).any() else "inf"
             raise ValueError(f"{name}: contains {bad} values")
     if floating:
+        if dt.itemsize > 4 and is_concrete(a):
+            # a wider float cast to the compute dtype: values beyond float32's
+            # range become inf, without numpy's overflow warning; where they
+            # must be finite that is the error
+            with np.errstate(over="ignore"):
+                arr32 = np.asarray(a, dtype=np.float32)
+            if finite and not np.all(np.isfinite(arr32)):
+                raise ValueError(f"{name}: contains values beyond float32's range (the toolkit computes in float32)")
+            return jnp.asarray(arr32)
         return jnp.asarray(a, dtype=jnp.float32)
     return jnp.asarray(a)
 

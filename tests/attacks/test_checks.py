@@ -93,3 +93,18 @@ def test_checks_happen_before_compilation(monkeypatch):
     with pytest.raises(ValueError):
         _minimal(y=np.array([0, 5, 0], np.int32))
     assert calls == []
+
+
+def test_float64_beyond_float32_range_is_an_error_where_finite_and_never_a_numpy_warning():
+    """The compute dtype is float32: a finite float64 of 1e39 would become inf.
+    Where values must be finite that is a ValueError naming the argument; where
+    inf is allowed it is inf, and numpy's overflow warning never reaches the user."""
+    import warnings
+    from attacks.checks import check_array
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^x: contains values beyond float32's range"):
+            check_array(np.array([1.0, 1e39]), "x")
+        out = check_array(np.array([0.5, -3.4028235677973366e38]), "eps", finite=False)
+    np.testing.assert_array_equal(np.asarray(out), np.array([0.5, -np.inf], np.float32))
+    assert out.dtype == np.float32
