@@ -17,16 +17,14 @@ from ``lax.conv`` in the order of the products' sums (about 1e-6 relative).
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable
 
-import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.extend import core as jex_core
+
+from attacks.interpret import CALLS as _CALLS, rewritten
 
 _CONV = "conv_general_dilated"
-_CALLS = ("pjit", "closed_call", "core_call", "jit")
 
 
 def conv_as_patches(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
@@ -75,32 +73,11 @@ def rewritable(params) -> bool:
             and all(d == 1 for d in params["lhs_dilation"]) and all(d == 1 for d in params["rhs_dilation"]))
 
 
-def _eval(jaxpr, consts, *args):
-    env = {}
-
-    def read(v):
-        return v.val if isinstance(v, jex_core.Literal) else env[v]
-
-    for v, c in zip(jaxpr.constvars, consts):
-        env[v] = c
-    for v, a in zip(jaxpr.invars, args):
-        env[v] = a
-    for eqn in jaxpr.eqns:
-        invals = [read(v) for v in eqn.invars]
-        name = eqn.primitive.name
-        if name == _CONV and rewritable(eqn.params):
-            outs = [conv_as_patches(*invals, **eqn.params)]
-        elif name in _CALLS and "jaxpr" in eqn.params:
-            inner = eqn.params["jaxpr"]
-            outs = _eval(inner.jaxpr, inner.consts, *invals)
-        else:
-            with eqn.ctx.manager:
-                outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
-            if not eqn.primitive.multiple_results:
-                outs = [outs]
-        for v, o in zip(eqn.outvars, outs):
-            env[v] = o
-    return [read(v) for v in jaxpr.outvars]
+def _patches(eqn, invals):
+    """``interpret.Rule``: a rewritable convolution as patches."""
+    if eqn.primitive.name == _CONV and rewritable(eqn.params):
+        return [conv_as_patches(*invals, **eqn.params)]
+    return None
 
 
 def has_conv(closed) -> bool:
@@ -116,17 +93,7 @@ def has_conv(closed) -> bool:
 
 def patches_model(logits_fn: Callable) -> Callable:
     """``logits_fn`` with its convolutions computed as patch matrices (same signature)."""
-
-    @functools.lru_cache(maxsize=8)
-    def traced(shape, dtype):
-        return jax.make_jaxpr(logits_fn)(jax.ShapeDtypeStruct(shape, dtype))
-
-    def fn(x):
-        closed = traced(tuple(x.shape), jnp.result_type(x))
-        out = _eval(closed.jaxpr, closed.consts, x)
-        return out[0] if len(out) == 1 else tuple(out)
-
-    return fn
+    return rewritten(logits_fn, _patches)
 
 
 __all__ = ["conv_as_patches", "has_conv", "patches_model", "rewritable"]

@@ -2,7 +2,9 @@
 
 A *lane* is one run of projected gradient ascent on one point at one radius
 from one starting perturbation. Attacks ``vmap`` lanes over restarts and
-search candidates, then over points; the step loop is a ``lax.scan``, so a
+search candidates, then over points (or, where that batch would outgrow the
+caches, run the lanes one after another over all points:
+``attacks.xla.lanes_in_loop``); the step loop is a ``lax.scan``, so a
 whole attack is one XLA program whose cost is ``steps`` model evaluations per
 lane: ``steps - 1`` gradients and a forward pass at the last iterate (the step
 from there would never be evaluated).
@@ -37,6 +39,7 @@ import numpy as np
 from attacks import checks, xla
 from attacks.losses import TARGETED_LOSSES, confidently_adversarial, get_loss, margin
 from attacks.norms import Geometry, clip_box, geometry, like
+from attacks.surrogate import smooth_relu_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,7 +331,7 @@ def run_lane(
                       final.eta)
 
 
-def single(logits_fn: Callable, shape: Optional[Tuple[int, ...]] = None) -> Callable:
+def single(logits_fn: Callable, shape: Optional[Tuple[int, ...]] = None, relu_temperature: float = 0.0) -> Callable:
     """One point's logits from a batched ``logits_fn``.
 
     ``single(f)`` maps ``(*shape) -> (K,)``. ``single(f, shape)`` maps a flat
@@ -339,12 +342,15 @@ def single(logits_fn: Callable, shape: Optional[Tuple[int, ...]] = None) -> Call
     Measured on the whole attacks: faster on the MNIST MLP (CW 23%, l_inf
     search 11-18%), but the l_2 search on the 2-conv CNN of paper 000 got
     about 10% slower (benchmarks/attack_overhead.py; see the issue notes).
+    ``relu_temperature > 0``: the same logits with every ReLU's derivative
+    smoothed (``attacks.surrogate.smooth_relu_model``).
     """
+    model = xla.loop_model(logits_fn, None if shape is None else (1,) + tuple(shape))
+    if relu_temperature > 0:
+        model = smooth_relu_model(model, relu_temperature)
     if shape is None:
-        model = xla.loop_model(logits_fn)
         return lambda xi: model(xi[None])[0]
     shape = tuple(shape)
-    model = xla.loop_model(logits_fn, (1,) + shape)
     return lambda v: model(v.reshape((1,) + shape))[0]
 
 

@@ -86,7 +86,7 @@ class Search:
     minimum). ``eps_scale`` (in ``(0, 1]``) multiplies ``eps_max``, the
     radius of its first round: its rounds break no point farther than
     that (its FMN polish still may, see ``minimal_distance``). ``grad_noise``: ``minimal_distance``'s (a fraction of the
-    box width)."""
+    box width); ``relu_temperature``: ``minimal_distance``'s (gradients through smoothed ReLUs)."""
 
     search_steps: Optional[int] = None
     steps: Optional[int] = None
@@ -99,6 +99,7 @@ class Search:
     target_rank: Optional[str] = None
     brackets: Optional[str] = None
     grad_noise: float = 0.0
+    relu_temperature: float = 0.0
     fresh: bool = False
     eps_scale: float = 1.0
     name: str = "search"
@@ -113,7 +114,8 @@ class Search:
         return search_config(norm, n_classes, search_steps=self.search_steps, steps=self.steps,
                              restarts=self.restarts, refine_steps=self.refine_steps, loss=loss, warm=self.warm,
                              radius=self.radius, polish_steps=self.polish_steps, target_rank=self.target_rank,
-                             brackets=self.brackets, grad_noise=self.grad_noise)
+                             brackets=self.brackets, grad_noise=self.grad_noise,
+                             relu_temperature=self.relu_temperature)
 
     def gradients_for(self, norm: str, n_classes: int) -> int:
         return search_gradients(self.config(norm, n_classes), n_classes)

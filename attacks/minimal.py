@@ -98,6 +98,7 @@ class SearchConfig:
     target_rank: str = "logits"       # targeted lanes aim at classes ranked by 'logits' or 'linear' distance
     own_lanes: bool = False           # warm='own': lane r starts each round from its own last point
     lane_brackets: bool = False       # every targeted lane searches its own radius (its own bracket)
+    relu_temperature: float = 0.0     # > 0: gradients through smoothed ReLUs (attacks.surrogate)
 
     @property
     def ranked(self) -> bool:
@@ -360,7 +361,7 @@ def _rounds(fn1, x, y, m_clean, logits_clean, targets, key, eps_max, cfg: Search
 
 @program(static_argnames=("logits_fn", "cfg", "bounds"))
 def _minimal_jit(logits_fn, x, y, keys, eps_max, *, cfg: SearchConfig, bounds):
-    fn1 = single(logits_fn, x.shape[1:])
+    fn1 = single(logits_fn, x.shape[1:], cfg.relu_temperature)
     clean = logits_fn(x)
     loop = lanes_in_loop(fn1, flat(x)[0], x.shape[0], cfg.restarts * cfg.candidates)
     x_adv, found = jax.vmap(
@@ -374,7 +375,7 @@ def _minimal_jit(logits_fn, x, y, keys, eps_max, *, cfg: SearchConfig, bounds):
 def _minimal_below_jit(logits_fn, x, y, keys, eps_max, x_best, d_best, *, cfg: SearchConfig, bounds):
     """``_minimal_jit`` started from known adversarials ``x_best`` at
     distances ``d_best`` (``inf`` where none): a search below them only."""
-    fn1 = single(logits_fn, x.shape[1:])
+    fn1 = single(logits_fn, x.shape[1:], cfg.relu_temperature)
     clean = logits_fn(x)
     m_best = jax.vmap(margin)(logits_fn(x_best), y)
     loop = lanes_in_loop(fn1, flat(x)[0], x.shape[0], cfg.restarts * cfg.candidates)
@@ -541,6 +542,7 @@ def minimal_distance(
     target_rank: Optional[str] = None,
     brackets: Optional[str] = None,
     grad_noise: float = 0.0,
+    relu_temperature: float = 0.0,
 ) -> MinimalResult:
     """Per-point minimal adversarial distance in ``norm``.
 
@@ -627,6 +629,17 @@ def minimal_distance(
         0.3: 12%), but on the ST CNN from 0.21% to 1.2% (99th percentile
         0.8% to 25%): not a default; ``attacks.ensemble``'s l_2 searches
         after the first use it.
+      relu_temperature: 0 (default), or ``t > 0``: the lanes and the polish
+        take their gradients through the model with every ReLU's derivative
+        replaced by ``sigmoid(z / t)`` (``attacks.surrogate``; ``z`` the
+        pre-activation, in its own units), the logits unchanged; adversarials
+        are checked on the same logits and re-checked with ``logits_fn``.
+        A unit just below its threshold then passes gradient, which the
+        masked models need: on the l_inf 0.3 AT CNN (5k MNIST, 64 random
+        held-out points, seeds 0-2) ``t = 0.1`` took the l_2 search's
+        90th-percentile excess over the best known from 27-41% to 5-7%.
+        Not a default: ``attacks.adaptive``'s first escalation search uses
+        it where the default is in doubt.
 
     Returns:
       ``MinimalResult(distance (n,), x_adv (n, *shape), success (n,))``:
@@ -652,7 +665,7 @@ def minimal_distance(
                         candidates=candidates, refine_steps=refine_steps, loss=loss, step_size=step_size,
                         l1_sparsity=l1_sparsity, track=track, radius=radius, warm=warm,
                         polish_steps=polish_steps, target_rank=target_rank, brackets=brackets,
-                        grad_noise=grad_noise)
+                        grad_noise=grad_noise, relu_temperature=relu_temperature)
     keys = checks.check_key(key, n)
     eps_max = check_eps_max(eps_max, norm, bounds, x)
     return raise_nonfinite(_minimal_jit(logits_fn, x, y, keys, eps_max, cfg=cfg, bounds=bounds))
@@ -679,7 +692,8 @@ def check_eps_max(eps_max, norm: str, bounds, x) -> jax.Array:
 
 def search_config(norm: str, n_classes: int, *, search_steps=None, steps=None, restarts=None, candidates=1,
                   refine_steps=4, loss=None, step_size=None, l1_sparsity=0.99, track="loss", radius=None,
-                  warm=None, polish_steps=None, target_rank=None, brackets=None, grad_noise=0.0) -> SearchConfig:
+                  warm=None, polish_steps=None, target_rank=None, brackets=None, grad_noise=0.0,
+                  relu_temperature=0.0) -> SearchConfig:
     """The validated ``SearchConfig`` of ``minimal_distance``'s arguments
     (None: the per-norm, per-class-count defaults) for a model of
     ``n_classes`` classes."""
@@ -714,6 +728,7 @@ def search_config(norm: str, n_classes: int, *, search_steps=None, steps=None, r
         raise ValueError("brackets: 'lane' needs a targeted loss, warm='own' and candidates=1 (each lane searches "
                          f"its own class's radius), got loss={loss!r}, warm={warm!r}, candidates={candidates}")
     grad_noise = checks.check_positive_float(grad_noise, "grad_noise", allow_zero=True)
+    relu_temperature = checks.check_positive_float(relu_temperature, "relu_temperature", allow_zero=True)
     engine = EngineConfig(
         norm=norm, steps=steps, loss=loss, schedule="apgd" if step_size is None else "fixed",
         l1_sparsity=float(l1_sparsity), track=track, grad_noise=float(grad_noise),
@@ -722,7 +737,7 @@ def search_config(norm: str, n_classes: int, *, search_steps=None, steps=None, r
         engine=engine, search_steps=search_steps, restarts=restarts, candidates=candidates,
         refine_steps=refine_steps, rel_step=step_size, radius=radius, warm_lanes=warm_lanes,
         polish_steps=polish_steps, target_rank=target_rank, own_lanes=warm == "own",
-        lane_brackets=brackets == "lane",
+        lane_brackets=brackets == "lane", relu_temperature=float(relu_temperature),
     )
 
 

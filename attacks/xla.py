@@ -44,8 +44,8 @@ fusion that reads it.
 from __future__ import annotations
 
 import functools
-import math
 import inspect
+import math
 import os
 from typing import Any, Callable, Dict, Optional, Sequence
 
@@ -99,6 +99,19 @@ _RELABEL = {"reshape", "squeeze", "expand_dims", "convert_element_type", "copy",
 _WRITTEN = {"dot_general", "conv_general_dilated"}
 
 
+def _inner_jaxpr(eqn):
+    """The open jaxpr of a nested call's body (jit, custom derivatives), None for other equations."""
+    inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr", eqn.params.get("fun_jaxpr")))
+    return None if inner is None else getattr(inner, "jaxpr", inner)
+
+
+def _gradient_jaxpr(fn1: Callable, x: jax.Array):
+    """The open jaxpr of ``grad(sum(fn1))`` at ``x``'s shape and dtype (raises if ``fn1`` cannot be traced
+    apart from the caller's transformation)."""
+    spec = jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
+    return jax.make_jaxpr(jax.grad(lambda v: jnp.sum(fn1(v))))(spec).jaxpr
+
+
 def _producer(jaxpr, var) -> Optional[str]:
     """Name of the primitive that computes ``var`` in ``jaxpr``, looking
     through relabelling ops and into nested calls (jit, custom derivatives)."""
@@ -109,9 +122,8 @@ def _producer(jaxpr, var) -> Optional[str]:
         if name in _RELABEL:
             var = eqn.invars[0]
             continue
-        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr", eqn.params.get("fun_jaxpr")))
+        inner = _inner_jaxpr(eqn)
         if inner is not None:
-            inner = getattr(inner, "jaxpr", inner)
             return _producer(inner, inner.outvars[[id(v) for v in eqn.outvars].index(id(var))])
         return name
     return None  # an input or a constant
@@ -130,9 +142,8 @@ def gradient_is_written(fn1: Callable, x: jax.Array) -> bool:
     own transformation.
     """
     try:
-        spec = jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
-        closed = jax.make_jaxpr(jax.grad(lambda v: jnp.sum(fn1(v))))(spec)
-        return _producer(closed.jaxpr, closed.jaxpr.outvars[0]) in _WRITTEN
+        jaxpr = _gradient_jaxpr(fn1, x)
+        return _producer(jaxpr, jaxpr.outvars[0]) in _WRITTEN
     except Exception:  # noqa: BLE001 - a speed heuristic must never fail an attack
         return True
 
@@ -148,9 +159,9 @@ def _jaxpr_bytes(jaxpr) -> int:
     """Bytes of every value ``jaxpr``'s equations compute, looking into nested calls."""
     total = 0
     for eqn in jaxpr.eqns:
-        inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr", eqn.params.get("fun_jaxpr")))
+        inner = _inner_jaxpr(eqn)
         if inner is not None:
-            total += _jaxpr_bytes(getattr(inner, "jaxpr", inner))
+            total += _jaxpr_bytes(inner)
             continue
         for v in eqn.outvars:
             aval = getattr(v, "aval", None)
@@ -166,8 +177,7 @@ def gradient_bytes(fn1: Callable, x: jax.Array) -> int:
     them away; 2026-11-28: 33 KB for the benchmarks' MNIST MLP, 1.1 MB for their
     2-conv CNN). 0 if the model cannot be traced apart from the attack."""
     try:
-        spec = jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
-        return int(_jaxpr_bytes(jax.make_jaxpr(jax.grad(lambda v: jnp.sum(fn1(v))))(spec).jaxpr))
+        return int(_jaxpr_bytes(_gradient_jaxpr(fn1, x)))
     except Exception:  # noqa: BLE001 - a speed heuristic must never fail an attack
         return 0
 

@@ -3,6 +3,8 @@
 Every test uses one architecture (a pytree callable: thresholded inputs plus a
 linear part) and one batch shape, so the programs compile once for the file.
 """
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -139,6 +141,13 @@ def test_masked_gradients_are_escalated_and_the_nearer_adversarials_found(masked
     assert set(g[esc]) <= {base + members[0], base + sum(members)}
     # the cap: nobody got more than two searches, and settle stopped only points that stopped moving
     assert np.all(g <= base + sum(members))
+    # in l_2 the second search is the first with plain gradients through smoothed ReLUs (attacks.surrogate)
+    m0, m1 = escalation_members("l2", K, 2)
+    assert m0.grad_noise > 0 and m0.relu_temperature == 0 and m1.grad_noise == 0 and m1.relu_temperature > 0
+    assert dataclasses.replace(m1, grad_noise=m0.grad_noise, relu_temperature=0.0, name=m0.name) == m0
+    # in l_inf the same pair runs the other way round (the smoothed one is the batch rule's search)
+    l0, l1 = escalation_members("linf", K, 2)
+    assert l0.relu_temperature > 0 and l0.grad_noise == 0 and l1.relu_temperature == 0 and l1.grad_noise > 0
 
 
 def test_same_key_same_result_and_padded_chunks_do_not_recompile(masked_run):
@@ -195,6 +204,9 @@ def test_the_batch_rule_samples_the_sure_points_and_escalates_the_batch_only_whe
     # the exact points (the sample's point 15 and the batch's 12-14): one search each, charged once
     np.testing.assert_array_equal(g_both[12:], g_alone[12:] + first)
     _recheck(f, x, y, both)
+    # the batch rule's threshold: rtol in l_2 (so the above), half a percent in l_inf, or as given
+    assert AdaptiveConfig().moved_by("l2") == AdaptiveConfig().rtol and AdaptiveConfig(rtol=0.05).moved_by("l2") == 0.05
+    assert AdaptiveConfig().moved_by("linf") == 0.005 and AdaptiveConfig(spread_rtol=0.2).moved_by("linf") == 0.2
 
     y_s = np.asarray(jnp.argmax(f(x_s), -1)).astype(np.int32)
     assert np.all(y_s == 0) and x_s.min() >= 0 and x_s.max() <= 1
@@ -224,7 +236,8 @@ def test_bad_input_raises_before_compilation():
         adaptive_distance(f, x, y, norm="l2", key=KEY, config={"max_searches": 2})
     assert traced == []                    # refused before the model was even traced
     for name, bad in (("max_searches", -1), ("max_searches", 1.5), ("chunk", 0), ("rtol", 1.5),
-                      ("linear_ratio", 0.9), ("probe_steps", 1), ("spread", 1.5), ("spread_min", 0), ("sample", 0), ("sample", 1.5)):
+                      ("linear_ratio", 0.9), ("probe_steps", 1), ("spread", 1.5), ("spread_min", 0), ("sample", 0), ("sample", 1.5),
+                      ("spread_rtol", 0), ("spread_rtol", 1.0)):
         with pytest.raises(ValueError, match=name):
             AdaptiveConfig(**{name: bad})
     with pytest.raises(ValueError, match="eps_max"):
