@@ -221,6 +221,24 @@ def test_the_batch_rule_samples_the_sure_points_and_escalates_the_batch_only_whe
     _recheck(f, x_s, y_s, res)
 
 
+def test_in_linf_the_smoothed_search_fires_the_batch_rule_on_the_masked_model():
+    """l_inf: the batch rule's search is the one through smoothed ReLUs (``ESCALATION_SMOOTH``). On the masked
+    model (a blind probe: every point judged sure) it lowers the sample, so the whole batch gets it, and most
+    points land well below the fixed search (which pushes the linear part, the thresholded inputs' gradients
+    being zero at the data)."""
+    f, x_m, _ = _masked()
+    x = np.concatenate([x_m, np.clip(x_m[::-1] + 0.01, 0.0, 1.0)]).astype(np.float32)
+    y = np.asarray(jnp.argmax(f(x), -1)).astype(np.int32)
+    assert np.all(y == 0)
+    fixed = attacks.minimal_distance(f, x, y, norm="linf", key=KEY)
+    cfg = AdaptiveConfig(max_searches=2, chunk=4, probe_noise=0.0, sample=0.1, spread_min=2)
+    res = adaptive_distance(f, x, y, norm="linf", key=KEY, config=cfg)
+    d, d_fixed = np.asarray(res.distance), np.asarray(fixed.distance)
+    assert np.asarray(res.escalated).all()
+    assert np.all(d <= d_fixed) and np.mean(d < 0.9 * d_fixed) >= 0.75
+    _recheck(f, x, y, res, "linf")
+
+
 def test_bad_input_raises_before_compilation():
     traced = []
 
