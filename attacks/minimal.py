@@ -630,6 +630,7 @@ def minimal_distance(
         0.8% to 25%): not a default; ``attacks.ensemble``'s l_2 searches
         after the first use it.
       relu_temperature: 0 (default), or ``t > 0``: the lanes and the polish
+        (and the ``'linear'`` / ``'mixed'`` target ranking's Jacobian)
         take their gradients through the model with every ReLU's derivative
         replaced by ``sigmoid(z / t)`` (``attacks.surrogate``; ``z`` the
         pre-activation, in its own units), the logits unchanged; adversarials

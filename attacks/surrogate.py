@@ -10,9 +10,10 @@ default l_2 distances are 27-41% above the best known at the 90th
 percentile). Athalye, Carlini and Wagner (2018) call the remedy BPDA: keep
 the forward pass, replace the derivative.
 
-:func:`smooth_relu_model` does that for any ``logits_fn`` built from ReLUs
-(``jax.nn.relu``, ``flax.linen.relu``, or ``jnp.maximum(z, 0)``): the same
-logits, bit for bit the same operations, and every ReLU's derivative
+:func:`smooth_relu_model` does that for a ``logits_fn`` built from ReLUs
+(``jax.nn.relu``, ``flax.linen.relu``, or ``jnp.maximum(z, 0)``; which
+equations it reaches: its docstring): the same logits, bit for bit the same
+operations, and every ReLU's derivative
 ``1[z > 0]`` replaced by ``sigmoid(z / temperature)`` (the derivative of
 ``temperature * softplus(z / temperature)``), in the units of the
 pre-activation ``z``. A unit just below its threshold now passes a share of
@@ -78,8 +79,18 @@ def is_relu(eqn) -> bool:
 def smooth_relu_model(logits_fn: Callable, temperature: float) -> Callable:
     """``logits_fn`` (same signature, same values) with the derivative of each
     ReLU replaced by ``sigmoid(z / temperature)``; ``temperature > 0`` in the
-    pre-activations' units. Any other operation, and a ReLU hidden in a
-    custom derivative of the user's own, keeps its derivative."""
+    pre-activations' units.
+
+    What counts as a ReLU (:func:`is_relu`): any ``max`` of a value and a
+    literal zero, and any custom derivative whose body is nothing but that
+    (``jax.nn.relu``, but also a user's own, e.g. a straight-through
+    estimator, which loses its derivative). So a ``max(0, var)`` elsewhere
+    (flax ``LayerNorm``'s variance) is smoothed too: its values stay, its
+    derivative changes. ReLUs inside ``lax.scan``, ``remat`` / ``checkpoint``
+    or ``cond`` are not reached (only ``jit`` calls are inlined) and keep
+    their exact derivative; so do ``jnp.maximum(z, zeros_like(z))`` and
+    ``where(z > 0, z, 0)``. The model is traced once per input shape and
+    dtype: arrays it closes over are read at that first call."""
     if not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature > 0
             and math.isfinite(temperature)):
         raise ValueError(f"relu_temperature: expected a finite number > 0, got {temperature!r}")
