@@ -63,6 +63,11 @@ def _masked():
     return f, x, y
 
 
+def _twelve_masked(x_m):
+    """The six masked points and six more near them (mirrored, shifted by 0.01): a batch of twelve."""
+    return np.concatenate([x_m, np.clip(x_m[::-1] + 0.01, 0.0, 1.0)]).astype(np.float32)
+
+
 @pytest.fixture(scope="module")
 def masked_run():
     f, x, y = _masked()
@@ -186,7 +191,7 @@ def test_the_batch_rule_samples_the_sure_points_and_escalates_the_batch_only_whe
     v1 = V[1] / np.dot(V[1], V[1])
     x_s[:, D_THR:] = 0.5 + 0.97 * v1                    # class 1's logit 0.97 against class 0's 1: a short step
     # 12 masked points, then 4 of the short-step ones: the sample of 4 (points 0, 5, 10, 15) is 3 masked + 1 exact
-    x = np.concatenate([x_m, np.clip(x_m[::-1] + 0.01, 0.0, 1.0), x_s[:4]]).astype(np.float32)
+    x = np.concatenate([_twelve_masked(x_m), x_s[:4]]).astype(np.float32)
     y = np.asarray(jnp.argmax(f(x), -1)).astype(np.int32)
     assert np.all(y == 0)
     blind = dict(max_searches=2, chunk=4, probe_noise=0.0, sample=0.1, spread_min=2)
@@ -227,7 +232,7 @@ def test_in_linf_the_smoothed_search_fires_the_batch_rule_on_the_masked_model():
     points land well below the fixed search (which pushes the linear part, the thresholded inputs' gradients
     being zero at the data)."""
     f, x_m, _ = _masked()
-    x = np.concatenate([x_m, np.clip(x_m[::-1] + 0.01, 0.0, 1.0)]).astype(np.float32)
+    x = _twelve_masked(x_m)
     y = np.asarray(jnp.argmax(f(x), -1)).astype(np.int32)
     assert np.all(y == 0)
     fixed = attacks.minimal_distance(f, x, y, norm="linf", key=KEY)
