@@ -32,13 +32,20 @@ def literal(var):
     return var.val if isinstance(var, jex_core.Literal) else None
 
 
+def inner_jaxpr(eqn):
+    """The open jaxpr of a nested call's body (``jit``, custom derivatives), None for other equations."""
+    inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr", eqn.params.get("fun_jaxpr")))
+    return None if inner is None else getattr(inner, "jaxpr", inner)
+
+
 def evaluate(jaxpr, consts, args, rule: Rule) -> list:
     """Outputs of ``jaxpr`` (an open jaxpr with its ``consts``) at ``args``,
     every equation first offered to ``rule``."""
     env = {}
 
     def read(v):
-        return v.val if isinstance(v, jex_core.Literal) else env[v]
+        val = literal(v)
+        return env[v] if val is None else val
 
     for v, c in zip(jaxpr.constvars, consts):
         env[v] = c
@@ -76,4 +83,4 @@ def rewritten(logits_fn: Callable, rule: Rule) -> Callable:
     return fn
 
 
-__all__ = ["CALLS", "Rule", "evaluate", "literal", "rewritten"]
+__all__ = ["CALLS", "Rule", "evaluate", "inner_jaxpr", "literal", "rewritten"]

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable
+import numbers
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from attacks.interpret import literal, rewritten
+from attacks.interpret import CALLS, inner_jaxpr, literal, rewritten
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
@@ -49,31 +51,45 @@ def _smooth_relu_jvp(temperature, primals, tangents):
     return jnp.maximum(z, 0), dz * jax.nn.sigmoid(z / temperature)
 
 
-def _zero_max(eqn) -> bool:
-    """Whether ``eqn`` is ``max(z, 0)`` with a literal zero."""
+def _zero_max(eqn) -> Optional[int]:
+    """The index of ``z`` when ``eqn`` is ``max(z, 0)`` (``z`` a variable, the
+    other operand a literal scalar zero), else None (a ``max`` of two
+    literals, or against anything but zero, is not a ReLU)."""
     if eqn.primitive.name != "max" or len(eqn.invars) != 2:
-        return False
+        return None
     vals = [literal(v) for v in eqn.invars]
-    return sum(v is not None and jnp.ndim(v) == 0 and float(v) == 0.0 for v in vals) == 1
+    zero = [v is not None and jnp.ndim(v) == 0 and float(v) == 0.0 for v in vals]
+    for i in (0, 1):
+        if vals[i] is None and zero[1 - i]:
+            return i
+    return None
 
 
-def _only_eqn(closed):
-    """The single non-call equation of a (possibly nested-jit) jaxpr body, else None."""
-    jaxpr = getattr(closed, "jaxpr", closed)
-    while len(jaxpr.eqns) == 1 and "jaxpr" in jaxpr.eqns[0].params and jaxpr.eqns[0].primitive.name != "max":
-        jaxpr = getattr(jaxpr.eqns[0].params["jaxpr"], "jaxpr", jaxpr.eqns[0].params["jaxpr"])
+def _only_eqn(jaxpr):
+    """The single equation of an open jaxpr's body, looking through nested
+    one-equation calls (``jit``), else None."""
+    while len(jaxpr.eqns) == 1 and jaxpr.eqns[0].primitive.name in CALLS:
+        jaxpr = inner_jaxpr(jaxpr.eqns[0])
     return jaxpr.eqns[0] if len(jaxpr.eqns) == 1 else None
 
 
-def is_relu(eqn) -> bool:
-    """Whether a jaxpr equation is a ReLU: ``max(z, 0)`` itself, or a custom
-    derivative (``jax.nn.relu``) whose body is nothing but that."""
-    if _zero_max(eqn):
-        return True
+def relu_operand(eqn) -> Optional[int]:
+    """The index of the ReLU's input among ``eqn.invars`` when the jaxpr
+    equation is a ReLU, else None: ``max(z, 0)`` itself, or a custom
+    derivative (``jax.nn.relu``) of one input whose body is nothing but that
+    (index 0)."""
+    i = _zero_max(eqn)
+    if i is not None:
+        return i
     if eqn.primitive.name == "custom_jvp_call" and len(eqn.invars) == 1:
-        inner = _only_eqn(eqn.params["call_jaxpr"])
-        return inner is not None and _zero_max(inner)
-    return False
+        inner = _only_eqn(inner_jaxpr(eqn))
+        return 0 if inner is not None and _zero_max(inner) is not None else None
+    return None
+
+
+def is_relu(eqn) -> bool:
+    """Whether a jaxpr equation is a ReLU (:func:`relu_operand`)."""
+    return relu_operand(eqn) is not None
 
 
 def smooth_relu_model(logits_fn: Callable, temperature: float) -> Callable:
@@ -91,18 +107,16 @@ def smooth_relu_model(logits_fn: Callable, temperature: float) -> Callable:
     their exact derivative; so do ``jnp.maximum(z, zeros_like(z))`` and
     ``where(z > 0, z, 0)``. The model is traced once per input shape and
     dtype: arrays it closes over are read at that first call."""
-    if not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature > 0
-            and math.isfinite(temperature)):
-        raise ValueError(f"relu_temperature: expected a finite number > 0, got {temperature!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
+            or not math.isfinite(temperature) or not np.float32(temperature) >= np.finfo(np.float32).tiny:
+        raise ValueError(f"relu_temperature: expected a finite number > 0 (a normal float32), got {temperature!r}")
     t = float(temperature)
 
     def rule(eqn, invals):
-        if not is_relu(eqn):
-            return None
-        z = invals[0] if len(invals) == 1 or literal(eqn.invars[0]) is None else invals[1]
-        return [smooth_relu(z, t)]
+        i = relu_operand(eqn)
+        return None if i is None else [smooth_relu(invals[i], t)]
 
     return rewritten(logits_fn, rule)
 
 
-__all__ = ["is_relu", "smooth_relu", "smooth_relu_model"]
+__all__ = ["is_relu", "relu_operand", "smooth_relu", "smooth_relu_model"]

@@ -52,6 +52,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
+from attacks.interpret import inner_jaxpr
 from attacks.modeltree import merge_model, split_model
 
 YNN_OPTION = "xla_cpu_experimental_ynn_fusion_type"
@@ -99,12 +100,6 @@ _RELABEL = {"reshape", "squeeze", "expand_dims", "convert_element_type", "copy",
 _WRITTEN = {"dot_general", "conv_general_dilated"}
 
 
-def _inner_jaxpr(eqn):
-    """The open jaxpr of a nested call's body (jit, custom derivatives), None for other equations."""
-    inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr", eqn.params.get("fun_jaxpr")))
-    return None if inner is None else getattr(inner, "jaxpr", inner)
-
-
 def _gradient_jaxpr(fn1: Callable, x: jax.Array):
     """The open jaxpr of ``grad(sum(fn1))`` at ``x``'s shape and dtype (raises if ``fn1`` cannot be traced
     apart from the caller's transformation)."""
@@ -122,7 +117,7 @@ def _producer(jaxpr, var) -> Optional[str]:
         if name in _RELABEL:
             var = eqn.invars[0]
             continue
-        inner = _inner_jaxpr(eqn)
+        inner = inner_jaxpr(eqn)
         if inner is not None:
             return _producer(inner, inner.outvars[[id(v) for v in eqn.outvars].index(id(var))])
         return name
@@ -159,7 +154,7 @@ def _jaxpr_bytes(jaxpr) -> int:
     """Bytes of every value ``jaxpr``'s equations compute, looking into nested calls."""
     total = 0
     for eqn in jaxpr.eqns:
-        inner = _inner_jaxpr(eqn)
+        inner = inner_jaxpr(eqn)
         if inner is not None:
             total += _jaxpr_bytes(inner)
             continue

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attacks
-from attacks.surrogate import is_relu, smooth_relu_model
+from attacks.surrogate import is_relu, relu_operand, smooth_relu_model
 
 RNG = np.random.default_rng(0)
 W1 = jnp.asarray(RNG.normal(size=(6, 5)).astype(np.float32))
@@ -65,6 +65,19 @@ def test_only_relus_are_rewritten():
         np.testing.assert_array_equal(np.asarray(got), np.asarray(exact))
     eqns = jax.make_jaxpr(lambda z: (jax.nn.relu(z), jnp.maximum(z, 0.0), jnp.maximum(z, 1.0), own(z)))(X).eqns
     assert [is_relu(e) for e in eqns] == [True, True, False, False]
+    # the ReLU's input is the variable operand, whichever side the zero is on
+    eqns = jax.make_jaxpr(lambda z: (jnp.maximum(z, 0.0), jnp.maximum(0.0, z), jax.nn.relu(z)))(X).eqns
+    assert [relu_operand(e) for e in eqns] == [0, 1, 0]
+
+
+def test_a_max_of_two_constants_is_not_a_relu_and_keeps_its_value():
+    # max(2, 0) and an int8 max(3, 0) stay what they are: the rewrite must not read the 0 as the ReLU's input
+    def f(x):
+        return x @ W1 * jnp.maximum(2.0, 0.0) + jax.lax.max(jnp.int8(3), jnp.int8(0)).astype(jnp.float32)
+
+    eqns = [e for e in jax.make_jaxpr(f)(X).eqns if e.primitive.name == "max"]
+    assert len(eqns) == 2 and not any(is_relu(e) for e in eqns)
+    np.testing.assert_array_equal(np.asarray(smooth_relu_model(f, 0.3)(X)), np.asarray(f(X)))
 
 
 def test_bad_temperature_raises_before_compilation():
@@ -72,6 +85,12 @@ def test_bad_temperature_raises_before_compilation():
         with pytest.raises(ValueError, match="relu_temperature"):
             attacks.minimal_distance(_net(jax.nn.relu), X, jnp.zeros(4, jnp.int32), norm="l2",
                                      key=jax.random.PRNGKey(0), bounds=None, eps_max=1.0, relu_temperature=bad)
+    # the rewrite itself: no bools, no temperature that is 0 in float32; numpy scalars are numbers
+    for bad in (True, 1e-46, 0, -1.0, None):
+        with pytest.raises(ValueError, match="relu_temperature"):
+            smooth_relu_model(_net(jax.nn.relu), bad)
+    f = _net(jax.nn.relu)
+    np.testing.assert_array_equal(np.asarray(smooth_relu_model(f, np.float32(0.3))(X)), np.asarray(f(X)))
 
 
 THETA = 0.5
