@@ -150,9 +150,13 @@ def test_masked_gradients_are_escalated_and_the_nearer_adversarials_found(masked
     m0, m1 = escalation_members("l2", K, 2)
     assert m0.grad_noise > 0 and m0.relu_temperature == 0 and m1.grad_noise == 0 and m1.relu_temperature > 0
     assert dataclasses.replace(m1, grad_noise=m0.grad_noise, relu_temperature=0.0, name=m0.name) == m0
-    # in l_inf the same pair runs the other way round (the smoothed one is the batch rule's search)
+    # in l_inf the same pair runs the other way round (the smoothed one is the batch rule's search), the
+    # smoothed one a radius round shorter: restarts * steps gradients fewer
     l0, l1 = escalation_members("linf", K, 2)
     assert l0.relu_temperature > 0 and l0.grad_noise == 0 and l1.relu_temperature == 0 and l1.grad_noise > 0
+    c1 = l1.config("linf", K)
+    assert l0.config("linf", K).search_steps == c1.search_steps - 1
+    assert l0.gradients_for("linf", K) == l1.gradients_for("linf", K) - c1.restarts * c1.engine.steps
 
 
 def test_same_key_same_result_and_padded_chunks_do_not_recompile(masked_run):
