@@ -33,7 +33,8 @@ def literal(var):
 
 
 def inner_jaxpr(eqn):
-    """The open jaxpr of a nested call's body (``jit``, custom derivatives), None for other equations."""
+    """The open jaxpr in an equation's ``jaxpr`` / ``call_jaxpr`` / ``fun_jaxpr`` parameter (the body of
+    ``jit``, custom derivatives, ``scan``, ``remat``), None for equations without one."""
     inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr", eqn.params.get("fun_jaxpr")))
     return None if inner is None else getattr(inner, "jaxpr", inner)
 

@@ -27,7 +27,6 @@ surrogate can only change where the search looks, never what it reports.
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 from typing import Callable, Optional
 
@@ -92,15 +91,20 @@ def is_relu(eqn) -> bool:
     return relu_operand(eqn) is not None
 
 
+#: The normal float32 range a temperature must lie in (the rewrite divides float32 pre-activations by it).
+_FLOAT32_TINY, _FLOAT32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
+
+
 def smooth_relu_model(logits_fn: Callable, temperature: float) -> Callable:
     """``logits_fn`` (same signature, same values) with the derivative of each
     ReLU replaced by ``sigmoid(z / temperature)``; ``temperature > 0`` in the
     pre-activations' units.
 
-    What counts as a ReLU (:func:`is_relu`): any ``max`` of a value and a
-    literal zero, and any custom derivative whose body is nothing but that
+    What counts as a ReLU (:func:`is_relu`): any ``max`` of a variable and a
+    literal scalar zero (not a ``max`` of two constants), and any
+    ``custom_jvp`` derivative of one input whose body is nothing but that
     (``jax.nn.relu``, but also a user's own, e.g. a straight-through
-    estimator, which loses its derivative). So a ``max(0, var)`` elsewhere
+    estimator, which loses its derivative; a ``custom_vjp`` one keeps it). So a ``max(0, var)`` elsewhere
     (flax ``LayerNorm``'s variance) is smoothed too: its values stay, its
     derivative changes. ReLUs inside ``lax.scan``, ``remat`` / ``checkpoint``
     or ``cond`` are not reached (only ``jit`` calls are inlined) and keep
@@ -108,7 +112,7 @@ def smooth_relu_model(logits_fn: Callable, temperature: float) -> Callable:
     ``where(z > 0, z, 0)``. The model is traced once per input shape and
     dtype: arrays it closes over are read at that first call."""
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
-            or not math.isfinite(temperature) or not np.float32(temperature) >= np.finfo(np.float32).tiny:
+            or not _FLOAT32_TINY <= float(temperature) <= _FLOAT32_MAX:
         raise ValueError(f"relu_temperature: expected a finite number > 0 (a normal float32), got {temperature!r}")
     t = float(temperature)
 

@@ -86,7 +86,7 @@ def test_bad_temperature_raises_before_compilation():
             attacks.minimal_distance(_net(jax.nn.relu), X, jnp.zeros(4, jnp.int32), norm="l2",
                                      key=jax.random.PRNGKey(0), bounds=None, eps_max=1.0, relu_temperature=bad)
     # the rewrite itself: no bools, no temperature that is 0 in float32; numpy scalars are numbers
-    for bad in (True, 1e-46, 0, -1.0, None):
+    for bad in (True, 1e-46, 1e39, 0, -1.0, None):
         with pytest.raises(ValueError, match="relu_temperature"):
             smooth_relu_model(_net(jax.nn.relu), bad)
     f = _net(jax.nn.relu)
