@@ -37,7 +37,7 @@ as AutoAttack runs its later attacks only on the points still robust:
 4. **Escalation.** Each unsure point gets the ensemble's independent
    searches, one after the other (``escalation_members``: the searches after
    the first of ``attacks.ensemble.default_attacks``, ``fresh`` radius
-   searches of 224 gradients with their lanes' targets ranked differently,
+   searches of 214 gradients with their lanes' targets ranked differently,
    with noisy gradients, ``ESCALATION_NOISE``; one of them (l_2: the second, l_inf: the first, one
    radius round shorter) takes its gradients through smoothed ReLUs instead, ``ESCALATION_SMOOTH``), with the keys the
    ensemble would give them (member ``j + 1``: ``fold_in(key, j + 1)``), at
@@ -109,7 +109,7 @@ met in l_inf (at 1.85x and 1.95x), not in l_2. ``docs/attacks.md`` lists what
 else was tried on the escalation (one search per point, cheaper or
 warm-started searches, FMN refinement, the l_inf adversarial, other noise,
 the order of the noisy and the smoothed search); on the models in between
-the sample alone costs 0.1x, which with the probe puts them at 1.12-1.16x
+the sample alone costs 0.08-0.1x, which with the probe puts them at 1.11-1.16x
 against the 1.15x asked.
 
     res = attacks.adaptive.adaptive_distance(logits_fn, x, y, norm="l2", key=key)
@@ -422,12 +422,12 @@ class Smoothing(NamedTuple):
 #:   0.31 / 0.27 / 0.42 / 0.35% off at 1.85 / 1.89 / 1.95 / 1.97x the fixed
 #:   default's gradients, against 0.13 / 0.34 / 0.11 / 0.20% at 1.94 / 1.98 /
 #:   2.04 / 2.06x with 7 (dropping the 20 wide polish steps instead: 0.31 /
-#:   0.38 / 0.33 / 0.31%, same cost): within issue 35's 1% at 2x.
+#:   0.38 / 0.33 / 0.31%, about the same cost): within issue 35's 1% at 2x.
 #:
 #: ``t`` in pre-activation units: of 0.05, 0.07, 0.1, 0.15 and 0.2, 0.1 was
 #: the best for one l_2 search on both masked CNNs or within 0.1 points of it
 #: (5k, seed 0: 0.07 5.2%, 0.1 5.3%); in l_inf 0.03-0.3 were tried. One
-#: temperature per layer did no better (l_2, seed 1, 5k / full: 0.1 in all
+#: temperature per layer did no better on both (l_2, seed 1, 5k / full: 0.1 in all
 #: three ReLU layers 6.8 / 15.0%; in the first only 7.2 / 19.1%; first and
 #: second 5.9 / 15.6%; 0.2, 0.05 in the first and 0.1 after 24.3 / 67.0% and
 #: 10.8 / 20.4%; 0.3 after a first 0.1 7.8 / 17.7%).
