@@ -79,6 +79,7 @@ from attacks.losses import CONFIDENCE_RTOL, MIN_CLASSES, TARGETED_LOSSES, margin
 from attacks.ranking import gradients_for_ranking, linear_distances, nearest_targets
 from attacks.refine import ray_search
 from attacks.result import MinimalResult, finalize, raise_nonfinite
+from attacks.surrogate import check_temperature
 from attacks.xla import lanes_in_loop, program
 
 
@@ -729,7 +730,7 @@ def search_config(norm: str, n_classes: int, *, search_steps=None, steps=None, r
         raise ValueError("brackets: 'lane' needs a targeted loss, warm='own' and candidates=1 (each lane searches "
                          f"its own class's radius), got loss={loss!r}, warm={warm!r}, candidates={candidates}")
     grad_noise = checks.check_positive_float(grad_noise, "grad_noise", allow_zero=True)
-    relu_temperature = checks.check_positive_float(relu_temperature, "relu_temperature", allow_zero=True)
+    relu_temperature = check_temperature(relu_temperature, allow_zero=True)
     engine = EngineConfig(
         norm=norm, steps=steps, loss=loss, schedule="apgd" if step_size is None else "fixed",
         l1_sparsity=float(l1_sparsity), track=track, grad_noise=float(grad_noise),

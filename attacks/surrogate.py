@@ -95,6 +95,17 @@ def is_relu(eqn) -> bool:
 _FLOAT32_TINY, _FLOAT32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 
 
+def check_temperature(temperature, name: str = "relu_temperature", allow_zero: bool = False) -> float:
+    """``float(temperature)`` when it is a real number (not a bool) in float32's normal range (the rewrite divides
+    float32 pre-activations by it), or 0 with ``allow_zero`` (no smoothing); else a ValueError naming ``name``."""
+    ok = not isinstance(temperature, (bool, np.bool_)) and isinstance(temperature, numbers.Real) and (
+        _FLOAT32_TINY <= float(temperature) <= _FLOAT32_MAX or (allow_zero and float(temperature) == 0.0))
+    if not ok:
+        zero = " (or 0: none)" if allow_zero else ""
+        raise ValueError(f"{name}: expected a finite number > 0 (a normal float32){zero}, got {temperature!r}")
+    return float(temperature)
+
+
 def smooth_relu_model(logits_fn: Callable, temperature: float) -> Callable:
     """``logits_fn`` (same signature, same values) with the derivative of each
     ReLU replaced by ``sigmoid(z / temperature)``; ``temperature > 0`` in the
@@ -111,10 +122,7 @@ def smooth_relu_model(logits_fn: Callable, temperature: float) -> Callable:
     their exact derivative; so do ``jnp.maximum(z, zeros_like(z))`` and
     ``where(z > 0, z, 0)``. The model is traced once per input shape and
     dtype: arrays it closes over are read at that first call."""
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
-            or not _FLOAT32_TINY <= float(temperature) <= _FLOAT32_MAX:
-        raise ValueError(f"relu_temperature: expected a finite number > 0 (a normal float32), got {temperature!r}")
-    t = float(temperature)
+    t = check_temperature(temperature)
 
     def rule(eqn, invals):
         i = relu_operand(eqn)
@@ -123,4 +131,4 @@ def smooth_relu_model(logits_fn: Callable, temperature: float) -> Callable:
     return rewritten(logits_fn, rule)
 
 
-__all__ = ["is_relu", "relu_operand", "smooth_relu", "smooth_relu_model"]
+__all__ = ["check_temperature", "is_relu", "relu_operand", "smooth_relu", "smooth_relu_model"]

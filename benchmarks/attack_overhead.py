@@ -45,6 +45,15 @@ per constant, so that ``G = 220`` is about ``minimal_distance``'s default; the
 overhead per step does not depend on the number of steps. The abort-early
 count uses 10 x 100 steps (``--cw-count-steps``).
 
+The ``smoothed`` and ``noisy`` rows are the adaptive default's escalation
+searches (``attacks.adaptive``: the rows' schedule with gradients through
+smoothed ReLUs, ``relu_temperature=0.1``, or taken at Gaussian-noisy copies of
+the iterates, ``grad_noise=0.2``), against the same floor of plain gradients:
+what an escalated point's gradients cost. A noisy step also evaluates the
+loss at the iterate itself (its adversarial check), a forward pass beside
+each gradient, so its floor is about 4/3 of the plain one; a smoothed
+gradient computes a sigmoid per ReLU. ``--no-escalation`` skips them.
+
 The ``flax-cnn`` rows run the same trained CNN written as a user would, with
 flax's ``nn.Conv`` (``lax.conv``). XLA:CPU runs ``lax.conv`` inside a loop far
 slower than outside one, so for it the floor also includes the ``G``
@@ -74,6 +83,9 @@ import numpy as np  # noqa: E402
 import attacks  # noqa: E402
 
 TARGET = 1.15
+
+#: The escalation searches' settings (``attacks.adaptive.ESCALATION_SMOOTH`` / ``ESCALATION_NOISE``).
+SMOOTH_T, NOISE = 0.1, 0.2
 
 
 def reference(logits_fn, G: int, compiler_options=None):
@@ -157,9 +169,9 @@ def bench_model(arch: str, n: int, args, key) -> dict:
     G_min = attacks.minimal.search_gradients(cfg, K)
     G_cw = args.cw_bss * args.cw_steps
 
-    def md(norm, radius):
+    def md(norm, radius, **kw):
         return lambda: attacks.minimal_distance(
-            logits_fn, x, y, norm=norm, key=key, search_steps=s, steps=st, restarts=r, radius=radius)
+            logits_fn, x, y, norm=norm, key=key, search_steps=s, steps=st, restarts=r, radius=radius, **kw)
 
     cw = lambda: attacks.carlini_wagner_l2(  # noqa: E731
         logits_fn, x, y, key=key, binary_search_steps=args.cw_bss, steps=args.cw_steps,
@@ -182,6 +194,13 @@ def bench_model(arch: str, n: int, args, key) -> dict:
         "minimal l2 bisect": md("l2", "bisect"),
         "cw l2": cw,
     }
+    if not args.no_escalation:
+        # the adaptive default's escalation searches, on the same schedule (attacks.adaptive): through
+        # smoothed ReLUs, and with noisy gradients (each step then also evaluates the loss at the iterate
+        # itself: a forward pass beside the gradient, by design)
+        for norm in ("linf", "l2"):
+            fns[f"minimal {norm} smoothed"] = md(norm, None, relu_temperature=SMOOTH_T)
+            fns[f"minimal {norm} noisy"] = md(norm, None, grad_noise=NOISE)
     for (G, tag), ref in refs.items():
         fns[f"ref G={G}{tag}"] = functools.partial(ref, x, y)
     print(f"[{arch}] n={n}, G(minimal)={G_min}, G(cw)={G_cw}; {C.load_string()}", flush=True)
@@ -225,6 +244,8 @@ def main(argv=None):
     p.add_argument("--search-steps", type=int, default=None, help="default: minimal_distance's")
     p.add_argument("--steps", type=int, default=None, help="default: minimal_distance's")
     p.add_argument("--restarts", type=int, default=None, help="default: minimal_distance's")
+    p.add_argument("--no-escalation", action="store_true",
+                   help="skip the rows of the adaptive default's escalation searches (smoothed / noisy)")
     p.add_argument("--cw-bss", type=int, default=10, help="CW binary_search_steps (000 App. C.2: 10)")
     p.add_argument("--cw-steps", type=int, default=22,
                    help="CW Adam steps per constant in the timed runs (10 x 22 = 220 = G of minimal_distance)")

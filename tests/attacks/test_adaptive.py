@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import attacks
-from attacks.adaptive import AdaptiveConfig, _probe_jit, adaptive_distance, escalation_members
+from attacks import adaptive
+from attacks.adaptive import AdaptiveConfig, Smoothing, _probe_jit, adaptive_distance, escalation_members
 from attacks.minimal import _minimal_jit, search_config, search_gradients
 from attacks.result import flat_norm
 from tests._models import exact_multiclass
@@ -246,6 +247,19 @@ def test_in_linf_the_smoothed_search_fires_the_batch_rule_on_the_masked_model():
     assert np.asarray(res.escalated).all()
     assert np.all(d <= d_fixed) and np.mean(d < 0.9 * d_fixed) >= 0.75
     _recheck(f, x, y, res, "linf")
+
+
+def test_a_bad_smoothing_entry_is_refused_where_the_members_are_built(monkeypatch):
+    """``ESCALATION_SMOOTH``: a position other than 0 / 1, or a search left with no radius round, is a
+    ValueError naming it (not a search of zero rounds); one round left is a search."""
+    steps = escalation_members("l2", K, 1)[0].config("l2", K).search_steps
+    for bad in (Smoothing(2, 0.1), Smoothing(1, 0.1, fewer_rounds=steps), Smoothing(0, 0.1, fewer_rounds=-1)):
+        monkeypatch.setitem(adaptive.ESCALATION_SMOOTH, "l2", bad)
+        with pytest.raises(ValueError, match="ESCALATION_SMOOTH"):
+            escalation_members("l2", K, 2)
+    monkeypatch.setitem(adaptive.ESCALATION_SMOOTH, "l2", Smoothing(0, 0.1, fewer_rounds=steps - 1))
+    smooth = escalation_members("l2", K, 2)[0]
+    assert smooth.relu_temperature == 0.1 and smooth.config("l2", K).search_steps == 1
 
 
 def test_bad_input_raises_before_compilation():

@@ -81,7 +81,8 @@ def test_a_max_of_two_constants_is_not_a_relu_and_keeps_its_value():
 
 
 def test_bad_temperature_raises_before_compilation():
-    for bad in (-0.1, float("nan"), float("inf"), "x"):
+    # minimal_distance / search_config share the rewrite's check (0: no smoothing)
+    for bad in (-0.1, float("nan"), float("inf"), "x", True, 1e-46, 1e39):
         with pytest.raises(ValueError, match="relu_temperature"):
             attacks.minimal_distance(_net(jax.nn.relu), X, jnp.zeros(4, jnp.int32), norm="l2",
                                      key=jax.random.PRNGKey(0), bounds=None, eps_max=1.0, relu_temperature=bad)
