@@ -451,10 +451,10 @@ def escalation_members(norm: str, n_classes: int, max_searches: int) -> Tuple[Se
     smoothing = ESCALATION_SMOOTH[norm]
     if smoothing is not None:
         first = members[0]
-        steps = first.config(norm, n_classes).search_steps
-        if smoothing.position not in (0, 1) or not 0 <= smoothing.fewer_rounds < steps:
-            raise ValueError(f"ESCALATION_SMOOTH[{norm!r}]: position 0 or 1 and 0 <= fewer_rounds < the "
-                             f"search's {steps} rounds, got {smoothing}")
+        steps = first.config(norm, n_classes).search_steps      # rounds after the first
+        if smoothing.position not in (0, 1) or not 0 <= smoothing.fewer_rounds <= steps:
+            raise ValueError(f"ESCALATION_SMOOTH[{norm!r}]: position 0 or 1 and 0 <= fewer_rounds <= the "
+                             f"search's search_steps ({steps}, its rounds after the first), got {smoothing}")
         rounds = steps - smoothing.fewer_rounds
         smooth = dataclasses.replace(first, grad_noise=0.0, relu_temperature=smoothing.temperature,
                                      search_steps=rounds, name=first.name.replace("-noisy", "") + "-smooth")

@@ -213,8 +213,8 @@ def check_positive_int(v: Any, name: str, minimum: int = 1) -> int:
 
 def check_positive_float(v: Any, name: str, allow_zero: bool = False) -> float:
     """``float(v)`` when ``v`` is a finite number > 0 (>= 0 with ``allow_zero``), else a ValueError naming
-    ``name``. A bool is not a number here (``True`` would pass as 1.0)."""
-    if isinstance(v, (bool, np.bool_)):
+    ``name``. A bool (or a bool array) is not a number here (``True`` would pass as 1.0)."""
+    if isinstance(v, (bool, np.bool_)) or getattr(getattr(v, "dtype", None), "kind", None) == "b":
         raise ValueError(f"{name}: expected a positive number, got {v!r}")
     try:
         f = float(v)

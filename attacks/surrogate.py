@@ -27,6 +27,7 @@ surrogate can only change where the search looks, never what it reports.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 from typing import Callable, Optional
 
@@ -96,14 +97,17 @@ _FLOAT32_TINY, _FLOAT32_MAX = float(np.finfo(np.float32).tiny), float(np.finfo(n
 
 
 def check_temperature(temperature, name: str = "relu_temperature", allow_zero: bool = False) -> float:
-    """``float(temperature)`` when it is a real number (not a bool) in float32's normal range (the rewrite divides
-    float32 pre-activations by it), or 0 with ``allow_zero`` (no smoothing); else a ValueError naming ``name``."""
-    ok = not isinstance(temperature, (bool, np.bool_)) and isinstance(temperature, numbers.Real) and (
-        _FLOAT32_TINY <= float(temperature) <= _FLOAT32_MAX or (allow_zero and float(temperature) == 0.0))
-    if not ok:
+    """``float(temperature)`` when it is a real number (a Python or numpy scalar, or a 0-d array; not a bool,
+    not a string) in float32's normal range (the rewrite divides float32 pre-activations by it), or 0 with
+    ``allow_zero`` (no smoothing); else a ValueError naming ``name``."""
+    kind = getattr(getattr(temperature, "dtype", None), "kind", None)
+    real = (isinstance(temperature, numbers.Real) and not isinstance(temperature, (bool, np.bool_))) or (
+        kind in ("i", "u", "f") and np.ndim(temperature) == 0)       # also a 0-d numpy / jax array
+    t = float(temperature) if real else math.nan
+    if not (_FLOAT32_TINY <= t <= _FLOAT32_MAX or (allow_zero and t == 0.0)):
         zero = " (or 0: none)" if allow_zero else ""
         raise ValueError(f"{name}: expected a finite number > 0 (a normal float32){zero}, got {temperature!r}")
-    return float(temperature)
+    return abs(t)      # -0.0 -> 0.0
 
 
 def smooth_relu_model(logits_fn: Callable, temperature: float) -> Callable:

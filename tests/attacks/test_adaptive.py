@@ -250,16 +250,18 @@ def test_in_linf_the_smoothed_search_fires_the_batch_rule_on_the_masked_model():
 
 
 def test_a_bad_smoothing_entry_is_refused_where_the_members_are_built(monkeypatch):
-    """``ESCALATION_SMOOTH``: a position other than 0 / 1, or a search left with no radius round, is a
-    ValueError naming it (not a search of zero rounds); one round left is a search."""
+    """``ESCALATION_SMOOTH``: a position other than 0 / 1, or more rounds dropped than the search has after
+    its first (``search_steps``), is a ValueError naming it; dropping all of those leaves the first round."""
     steps = escalation_members("l2", K, 1)[0].config("l2", K).search_steps
-    for bad in (Smoothing(2, 0.1), Smoothing(1, 0.1, fewer_rounds=steps), Smoothing(0, 0.1, fewer_rounds=-1)):
+    for bad in (Smoothing(2, 0.1), Smoothing(1, 0.1, fewer_rounds=steps + 1), Smoothing(0, 0.1, fewer_rounds=-1)):
         monkeypatch.setitem(adaptive.ESCALATION_SMOOTH, "l2", bad)
         with pytest.raises(ValueError, match="ESCALATION_SMOOTH"):
             escalation_members("l2", K, 2)
-    monkeypatch.setitem(adaptive.ESCALATION_SMOOTH, "l2", Smoothing(0, 0.1, fewer_rounds=steps - 1))
-    smooth = escalation_members("l2", K, 2)[0]
-    assert smooth.relu_temperature == 0.1 and smooth.config("l2", K).search_steps == 1
+    monkeypatch.setitem(adaptive.ESCALATION_SMOOTH, "l2", Smoothing(0, 0.1, fewer_rounds=steps))
+    smooth, noisy = escalation_members("l2", K, 2)
+    assert smooth.relu_temperature == 0.1 and smooth.config("l2", K).search_steps == 0
+    c = noisy.config("l2", K)
+    assert smooth.gradients_for("l2", K) == noisy.gradients_for("l2", K) - steps * c.restarts * c.engine.steps
 
 
 def test_bad_input_raises_before_compilation():

@@ -63,7 +63,7 @@ def test_bad_input_names_the_argument(attack, bad, name):
     (dict(steps=0), "steps"), (dict(search_steps=-1), "search_steps"), (dict(restarts=0), "restarts"),
     (dict(bounds=None, eps_max=None), "eps_max"),
     (dict(grad_noise=True), "grad_noise"),          # a bool is not a number (True would pass as 1.0)
-    (dict(grad_noise=np.bool_(True)), "grad_noise"),
+    (dict(grad_noise=np.bool_(True)), "grad_noise"), (dict(grad_noise=np.array(True)), "grad_noise"),
 ])
 def test_minimal_specific(bad, name):
     with pytest.raises(ValueError, match=rf"^{name}"):

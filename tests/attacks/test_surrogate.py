@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import attacks
-from attacks.surrogate import is_relu, relu_operand, smooth_relu_model
+from attacks.minimal import _minimal_jit
+from attacks.surrogate import check_temperature, is_relu, relu_operand, smooth_relu_model
 
 RNG = np.random.default_rng(0)
 W1 = jnp.asarray(RNG.normal(size=(6, 5)).astype(np.float32))
@@ -81,11 +82,15 @@ def test_a_max_of_two_constants_is_not_a_relu_and_keeps_its_value():
 
 
 def test_bad_temperature_raises_before_compilation():
-    # minimal_distance / search_config share the rewrite's check (0: no smoothing)
-    for bad in (-0.1, float("nan"), float("inf"), "x", True, 1e-46, 1e39):
+    # minimal_distance / search_config share the rewrite's check (0: no smoothing), before any compilation
+    # (before, True passed as 1.0, and 1e-46 / 1e39 failed only inside the trace)
+    compiled = _minimal_jit._cache_size()
+    for bad in (-0.1, float("nan"), float("inf"), "x", "0.1", True, np.bool_(True), 1e-46, 1e39, np.array([0.1])):
         with pytest.raises(ValueError, match="relu_temperature"):
             attacks.minimal_distance(_net(jax.nn.relu), X, jnp.zeros(4, jnp.int32), norm="l2",
                                      key=jax.random.PRNGKey(0), bounds=None, eps_max=1.0, relu_temperature=bad)
+    assert _minimal_jit._cache_size() == compiled
+    assert check_temperature(np.array(0.1)) == check_temperature(0.1) and check_temperature(0, allow_zero=True) == 0
     # the rewrite itself: no bools, no temperature that is 0 in float32; numpy scalars are numbers
     for bad in (True, 1e-46, 1e39, 0, -1.0, None):
         with pytest.raises(ValueError, match="relu_temperature"):
