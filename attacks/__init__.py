@@ -38,6 +38,8 @@ __getattr__, __dir__ = attach(__name__, {
     'AdaptiveResult': 'attacks.adaptive:AdaptiveResult',
     'adaptive_distance': 'attacks.adaptive:adaptive_distance',
     'smooth_relu_model': 'attacks.surrogate:smooth_relu_model',
+    'exact_precision': 'attacks.precision:exact_precision',
+    'precision': 'attacks.precision',
 })
 
-__all__ = sorted(['checks', 'xla', 'cross_entropy', 'margin', 'minimal_distance', 'pgd', 'MinimalResult', 'verify', 'carlini_wagner_l2', 'ddn', 'fmn', 'ConstrainedResult', 'cap_pgd', 'cap_pgd_result', 'project_cap', 'vertex_pgd', 'vertex_pgd_result', 'APGDT', 'CW', 'DDN', 'FMN', 'EnsembleResult', 'Search', 'default_attacks', 'ensemble', 'AdaptiveConfig', 'AdaptiveResult', 'adaptive_distance', 'smooth_relu_model'])
+__all__ = sorted(['checks', 'xla', 'cross_entropy', 'margin', 'minimal_distance', 'pgd', 'MinimalResult', 'verify', 'carlini_wagner_l2', 'ddn', 'fmn', 'ConstrainedResult', 'cap_pgd', 'cap_pgd_result', 'project_cap', 'vertex_pgd', 'vertex_pgd_result', 'APGDT', 'CW', 'DDN', 'FMN', 'EnsembleResult', 'Search', 'default_attacks', 'ensemble', 'AdaptiveConfig', 'AdaptiveResult', 'adaptive_distance', 'smooth_relu_model', 'exact_precision', 'precision'])

@@ -357,7 +357,7 @@ def _probe_jit(logits_fn, x, y, keys, eps_max, x_best, d_best, *, cfg: ProbeConf
     x_adv, hit, d_lin = jax.vmap(
         lambda xi, yi, li, ai, ki, ei, pb, db: _probe_point(fn1, xi, yi, li, ai, ki, ei, pb, db, cfg, bounds)
     )(flat(x), y, clean, adv, keys, eps_max, flat(x_best), d_best)
-    return finalize(logits_fn, x, y, x_adv.reshape(x.shape), hit, cfg.engine.norm, bounds, clean_logits=clean), d_lin
+    return finalize(logits_fn, x, y, x_adv.reshape(x.shape), hit, cfg.engine.norm, bounds), d_lin
 
 
 # ---------------------------------------------------------------------------

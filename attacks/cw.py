@@ -246,7 +246,7 @@ def _cw_jit(logits_fn, x, y, *, cfg: CWConfig, bounds):
     m_clean = jax.vmap(margin)(clean, y)
     x_adv, found = jax.vmap(lambda xi, yi, mi: _cw_point(fn1, xi, yi, mi, cfg, bounds))(flat(x), y, m_clean)
     x_adv = x_adv.reshape(x.shape)
-    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds, clean_logits=clean)
+    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds)
 
 
 @program(static_argnames=("logits_fn", "cfg", "bounds"))
@@ -260,7 +260,7 @@ def _cw_warm_jit(logits_fn, x, y, x_best, d_best, *, cfg: CWConfig, bounds):
         lambda xi, yi, mi, pb, nb, mb: _cw_point(fn1, xi, yi, mi, cfg, bounds, (pb, nb, mb))
     )(flat(x), y, m_clean, flat(x_best), d_best, m_best)
     x_adv = x_adv.reshape(x.shape)
-    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds, clean_logits=clean)
+    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds)
 
 
 def carlini_wagner_l2(
@@ -307,8 +307,10 @@ def carlini_wagner_l2(
     Cost per point: at most ``binary_search_steps * steps`` iterates
     evaluated, each round's last one with a forward pass only (its gradient
     would feed an update that is never evaluated), so at most
-    ``binary_search_steps * (steps - 1)`` gradients; plus ``refine_steps + 2``
-    forward passes (clean logits, ray search, re-check).
+    ``binary_search_steps * (steps - 1)`` gradients; plus ``refine_steps + 3``
+    forward passes (clean logits, ray search, and the full-precision re-check
+    at the clean point and the adversarial; the re-check's fallback,
+    :data:`attacks.result.RECHECK_SCALES`, runs only where a candidate fails).
     """
     x, y, bounds, _ = checks.check_model_inputs(logits_fn, x, y, bounds)
     checks.check_key(key, x.shape[0])

@@ -190,7 +190,7 @@ def _ddn_warm_jit(logits_fn, x, y, keys, init_eps, refine_steps, x_best, d_best,
                                                            (db, nb, mb, mc))
     )(flat(x), y, keys, init_eps, flat(x_best) - flat(x), d_best, m_best, m_clean)
     x_adv = x_adv.reshape(x.shape)
-    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds, clean_logits=clean)
+    return finalize(logits_fn, x, y, x_adv, found, "l2", bounds)
 
 
 def ddn(
@@ -231,8 +231,9 @@ def ddn(
       seen over the steps; ``inf`` where none, ``0`` where the clean point is
       already misclassified.
 
-    Cost: ``steps`` gradient evaluations per point plus ``refine_steps + 2``
-    forward passes (the ray search reuses the margins the steps computed).
+    Cost: ``steps`` gradient evaluations per point plus at most ``refine_steps + 3``
+    forward passes (the ray search reuses the margins the steps computed; the
+    full-precision re-check evaluates the clean point and the adversarial).
     """
     x, y, bounds, _ = checks.check_model_inputs(logits_fn, x, y, bounds)
     n = x.shape[0]

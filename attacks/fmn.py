@@ -202,7 +202,7 @@ def _fmn_warm_jit(logits_fn, x, y, refine_steps, x_best, d_best, *, cfg: FMNConf
         lambda xi, yi, db, nb, mb, mc: _fmn_point(fn1, xi, yi, refine_steps, cfg, bounds, (db, nb, mb, mc))
     )(flat(x), y, flat(x_best) - flat(x), d_best, m_best, m_clean)
     x_adv = x_adv.reshape(x.shape)
-    return finalize(logits_fn, x, y, x_adv, found, cfg.norm, bounds, clean_logits=clean)
+    return finalize(logits_fn, x, y, x_adv, found, cfg.norm, bounds)
 
 
 def fmn(
@@ -251,8 +251,9 @@ def fmn(
       adversarial seen over the steps; ``inf`` where none, ``0`` where the
       clean point is already misclassified.
 
-    Cost: ``steps`` gradient evaluations per point plus ``refine_steps + 2``
-    forward passes (the ray search reuses the margins the steps computed).
+    Cost: ``steps`` gradient evaluations per point plus at most ``refine_steps + 3``
+    forward passes (the ray search reuses the margins the steps computed; the
+    full-precision re-check evaluates the clean point and the adversarial).
     """
     x, y, bounds, _ = checks.check_model_inputs(logits_fn, x, y, bounds)
     norm = checks.check_norm(norm)

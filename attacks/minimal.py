@@ -369,7 +369,7 @@ def _minimal_jit(logits_fn, x, y, keys, eps_max, *, cfg: SearchConfig, bounds):
         lambda xi, yi, li, ki, ei: _search_point(fn1, xi, yi, li, ki, ei, cfg, bounds, loop=loop)
     )(flat(x), y, clean, keys, eps_max)
     x_adv = x_adv.reshape(x.shape)
-    return finalize(logits_fn, x, y, x_adv, found, cfg.engine.norm, bounds, clean_logits=clean)
+    return finalize(logits_fn, x, y, x_adv, found, cfg.engine.norm, bounds)
 
 
 @program(static_argnames=("logits_fn", "cfg", "bounds"))
@@ -385,7 +385,7 @@ def _minimal_below_jit(logits_fn, x, y, keys, eps_max, x_best, d_best, *, cfg: S
                                                              loop=loop)
     )(flat(x), y, clean, keys, eps_max, flat(x_best), d_best, m_best)
     x_adv = x_adv.reshape(x.shape)
-    return finalize(logits_fn, x, y, x_adv, found, cfg.engine.norm, bounds, clean_logits=clean)
+    return finalize(logits_fn, x, y, x_adv, found, cfg.engine.norm, bounds)
 
 
 #: Per-norm ``(restarts, steps)`` of ``minimal_distance`` for models with

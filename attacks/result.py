@@ -2,7 +2,8 @@
 
 A distance is a claim about a model: every finite distance returned by this
 package is the norm of an adversarial example that was re-evaluated here, in
-float32, on the exact array returned.
+float32 with products at ``Precision.HIGHEST`` (:mod:`attacks.precision`), on
+the exact array returned.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from attacks.norms import geometry
+from attacks.precision import exact_precision
 
 
 class MinimalResult(NamedTuple):
@@ -36,6 +38,39 @@ def flat_norm(norm: str, v: jax.Array) -> jax.Array:
     return jax.vmap(geo.norm)(v)
 
 
+#: The re-check's fallback: where a candidate that the search's fast products called adversarial is not
+#: adversarial at full precision, the perturbation is lengthened by these factors in turn (clipped to the
+#: bounds) and the first that passes is returned. TF32 products are off by a relative 2**-11 per operand and
+#: bfloat16 ones by 2**-8, so a candidate the search placed just past the fast model's boundary is a few
+#: 2**-11 .. 2**-8 of its length inside the exact model's; the last factor, 1 + 2**-3, is a wide margin.
+RECHECK_SCALES = (2.0 ** -12, 2.0 ** -9, 2.0 ** -6, 2.0 ** -3)
+
+
+def _adversarial(logits_fn, x_adv, y, bounds):
+    """``(n,)`` bool: ``logits_fn(x_adv)`` is finite and does not predict ``y``, and ``x_adv`` is in ``bounds``."""
+    logits = logits_fn(x_adv)
+    wrong = (jnp.argmax(logits, axis=-1) != y) & jnp.all(jnp.isfinite(logits), axis=-1)
+    if bounds is not None:
+        flat = x_adv.reshape(x_adv.shape[0], -1)
+        wrong = wrong & jnp.all((flat >= bounds[0]) & (flat <= bounds[1]), axis=1)
+    return wrong
+
+
+def _lengthen(logits_fn, x, y, x_adv, ok, need, bounds):
+    """Where ``need``: the first of ``x + (1 + s) (x_adv - x)``, ``s`` in :data:`RECHECK_SCALES` (clipped to
+    ``bounds``), that is adversarial; ``(x_adv, ok)`` updated (unchanged where none is)."""
+    def step(carry, s):
+        xa, good = carry
+        cand = x + (1.0 + s) * (x_adv - x)
+        if bounds is not None:
+            cand = jnp.clip(cand, bounds[0], bounds[1])
+        take = need & ~good & _adversarial(logits_fn, cand, y, bounds)
+        return (jnp.where(_bcast(take, x), cand, xa), good | take), None
+
+    (xa, good), _ = jax.lax.scan(step, (x_adv, ok), jnp.asarray(RECHECK_SCALES, x.dtype))
+    return xa, good
+
+
 def finalize(
     logits_fn: Callable,
     x: jax.Array,
@@ -44,34 +79,39 @@ def finalize(
     found: jax.Array,
     norm: str,
     bounds: Optional[Tuple[float, float]],
-    clean_logits: Optional[jax.Array] = None,
 ) -> MinimalResult:
-    """Re-check candidates and build the result (traceable; call inside jit).
+    """Re-check candidates at full precision and build the result (traceable; call inside jit).
 
-    A point counts as broken only if ``logits_fn(x_adv)`` (evaluated again,
-    on the returned array) does not predict ``y`` and ``x_adv`` is inside
-    ``bounds``. Clean misclassified points get distance 0 and ``x_adv = x``.
-    The distance is computed from the returned arrays, so
-    ``||x_adv - x|| == distance`` exactly. ``clean_logits``: ``logits_fn(x)``
-    when the caller already has them (saves a forward pass).
+    The re-check is what makes a distance *verified*, so it runs under
+    :func:`attacks.precision.exact_precision` (float32 products at HIGHEST on
+    every device), whatever precision the search used: ``logits_fn`` is
+    evaluated again, on the returned arrays, at ``x`` (a point misclassified
+    there gets distance 0 and ``x_adv = x``) and at ``x_adv``. A point counts as
+    broken only if ``logits_fn(x_adv)`` does not predict ``y`` and ``x_adv`` is
+    inside ``bounds``. Where the search found a candidate (``found``) that fails
+    this re-check (its last fast step landed on the wrong side of the exact
+    model's boundary), the perturbation is lengthened by the factors
+    :data:`RECHECK_SCALES` in turn and the first point that passes is returned
+    (on an exact device no candidate fails, and this costs one ``any``). The
+    distance is computed from the returned arrays, so
+    ``||x_adv - x|| == distance`` exactly.
 
     Non-finite logits (NaN, inf) never count as a prediction: a candidate
     with them is not adversarial, and a point whose clean logits are not
     finite gets distance NaN and ``success=False`` (the public attacks turn
     that into a ``ValueError`` naming the points: :func:`raise_nonfinite`).
     """
-    if clean_logits is None:
+    with exact_precision():
         clean_logits = logits_fn(x)
-    clean_finite = jnp.all(jnp.isfinite(clean_logits), axis=-1)
-    clean_wrong = (jnp.argmax(clean_logits, axis=-1) != y) & clean_finite
-    x_adv = jnp.where(_bcast(clean_wrong, x), x, x_adv)
-    adv_logits = logits_fn(x_adv)
-    adv_wrong = (jnp.argmax(adv_logits, axis=-1) != y) & jnp.all(jnp.isfinite(adv_logits), axis=-1)
-    inside = jnp.ones_like(adv_wrong)
-    if bounds is not None:
-        flat = x_adv.reshape(x_adv.shape[0], -1)
-        inside = jnp.all((flat >= bounds[0]) & (flat <= bounds[1]), axis=1)
-    ok = (found | clean_wrong) & adv_wrong & inside
+        clean_finite = jnp.all(jnp.isfinite(clean_logits), axis=-1)
+        clean_wrong = (jnp.argmax(clean_logits, axis=-1) != y) & clean_finite
+        x_adv = jnp.where(_bcast(clean_wrong, x), x, x_adv)
+        adv_ok = _adversarial(logits_fn, x_adv, y, bounds)
+        need = found & ~clean_wrong & ~adv_ok
+        x_adv, adv_ok = jax.lax.cond(jnp.any(need),
+                                     lambda: _lengthen(logits_fn, x, y, x_adv, adv_ok, need, bounds),
+                                     lambda: (x_adv, adv_ok))
+    ok = (found | clean_wrong) & adv_ok
     x_adv = jnp.where(_bcast(ok, x), x_adv, x)
     dist = flat_norm(norm, x_adv - x)
     dist = jnp.where(ok, dist, jnp.inf)
@@ -115,7 +155,8 @@ def verify(logits_fn, x, y, result: MinimalResult, norm: str, bounds=None, rtol:
 
     d = np.asarray(result.distance)
     s = np.asarray(result.success)
-    pred = np.asarray(jnp.argmax(logits_fn(result.x_adv), axis=-1))
+    with exact_precision():
+        pred = np.asarray(jnp.argmax(logits_fn(result.x_adv), axis=-1))
     yy = np.asarray(y)
     nrm = np.asarray(flat_norm(norm, jnp.asarray(result.x_adv) - jnp.asarray(x)))
     problems = {}

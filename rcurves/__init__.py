@@ -102,6 +102,7 @@ __getattr__, __dir__ = attach(__name__, {
     'load_model': 'rcurves.models.loader:load',
     'CheckpointError': 'rcurves.models.checkpoint:CheckpointError',
     'load_checkpoint': 'rcurves.models.checkpoint:load_checkpoint',
+    'exact_precision': 'attacks.precision:exact_precision',
     'save_checkpoint': 'rcurves.models.checkpoint:save_checkpoint',
     'DistanceConfig': 'rcurves.pipeline.runner:DistanceConfig',
     'RunnerError': 'rcurves.pipeline.runner:RunnerError',
@@ -128,6 +129,7 @@ __getattr__, __dir__ = attach(__name__, {
 })
 
 __all__ = [
+    "exact_precision",
     "AttackSettings",
     "CheckpointError",
     "DistanceConfig",

@@ -16,6 +16,52 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+#: ``RCURVES_TEST_EMULATE=tf32`` (or ``bf16``): the whole session computes float32 products below HIGHEST
+#: precision as that accelerator does (tests/_accelerator.py); unset, only the tests marked ``accelerator`` do
+_SESSION_EMULATION = os.environ.get("RCURVES_TEST_EMULATE", "").strip().lower() or None
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "accelerator(kind='tf32'): run under an accelerator's float32 products, emulated on the CPU "
+                   "(tests/_accelerator.py; kind 'tf32' as an NVIDIA GPU, 'bf16' as a TPU)")
+    config.addinivalue_line(
+        "markers", "highest: checks arithmetic that holds with exact float32 products (a model's forward against "
+                   "a float64 reference, two programs' equal outputs, an attack's exact-arithmetic landing); the test "
+                   "runs under attacks.precision.exact_precision on every device (a no-op on XLA:CPU)")
+    if _SESSION_EMULATION:
+        from tests._accelerator import BITS, install
+
+        if _SESSION_EMULATION not in BITS:
+            raise pytest.UsageError(f"RCURVES_TEST_EMULATE: expected one of {sorted(BITS)}, got {_SESSION_EMULATION!r}")
+        install(_SESSION_EMULATION)
+
+
+@pytest.fixture(autouse=True)
+def _highest_products(request):
+    """A test marked ``highest`` traces its programs with float32 products at HIGHEST (docs/precision.md)."""
+    if request.node.get_closest_marker("highest") is None:
+        yield
+        return
+    from attacks.precision import exact_precision
+
+    with exact_precision():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _accelerator_products(request):
+    """A test marked ``accelerator`` runs under the emulation of its kind (default TF32); the compiled
+    programs are dropped before and after it, so none crosses the boundary."""
+    mark = request.node.get_closest_marker("accelerator")
+    if mark is None or _SESSION_EMULATION:
+        yield
+        return
+    from tests._accelerator import emulate
+
+    with emulate(mark.args[0] if mark.args else mark.kwargs.get("kind", "tf32")):
+        yield
+
 
 @pytest.fixture
 def key():

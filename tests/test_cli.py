@@ -136,6 +136,7 @@ CURVES = ["curves", "--data", "digits", "--norm", "linf", "--n", "40", "--chunk-
           "--search-steps", "2", "--steps", "4", "--no-progress"]
 
 
+@pytest.mark.highest
 def test_killed_curves_run_resumes_to_identical_results(linear_ckpt, tmp_path):
     killed, clean = str(tmp_path / "killed"), str(tmp_path / "clean")
     run_dir = os.path.join(killed, "runs", "ST__linf")

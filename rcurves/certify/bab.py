@@ -145,6 +145,7 @@ from rcurves.certify.bounds import (
     BoundConfig, Prepared, Relax, _both, _box, _spec_start, backsub, concretize, hidden_bounds, margin_spec, relax,
 )
 from rcurves.certify.layers import block_jacobian, block_transpose, forward
+from attacks.precision import exact_precision
 
 
 #: The branching rules of :class:`BaBConfig`.
@@ -710,6 +711,7 @@ def _bounder(prep: Prepared, root: Root, x, eps, cfg: BaBConfig, rows=None):
     return bound_one, init_params, total, sub_bounds
 
 
+@exact_precision
 def bab_certify_point(prep: Prepared, x, y, eps, cfg: BaBConfig, prev: "Frontier | None" = None, use_prev=False):
     """Is the ball of radius ``eps`` around ``x`` certified for class ``y``?
 
@@ -834,6 +836,7 @@ def _bab_point(prep, x, y, lo, hi, rounds, cfg: BaBConfig):
     return jnp.where(correct & (hi > 0), jnp.maximum(lo, lo2), 0.0), n
 
 
+@exact_precision
 def _bab_program(net, x, y, lo, hi, rounds, *, cfg: BaBConfig, batch: int):
     from rcurves.certify.bounds import prepare
 
@@ -928,6 +931,7 @@ def _program_cfg(cfg: BaBConfig) -> BaBConfig:
 
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
+@exact_precision
 def _search_root(net, x, y, eps, *, cfg: BaBConfig):
     """``(prep, root, params)``: the shared arrays of the ball and the root subdomain's starting
     ``(alpha, beta)`` (with ``cfg.refresh`` also the root's hidden bounds; the root has no cuts here:
@@ -941,6 +945,7 @@ def _search_root(net, x, y, eps, *, cfg: BaBConfig):
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "fresh"))
+@exact_precision
 def _search_split(prep, root, x, y, eps, parents, units, params, rows=None, *, cfg: BaBConfig, fresh=True):
     """The ``2 B`` children of ``parents (B, H)`` split on ``units (B,)`` (active ones first; a unit ``-1``
     leaves its parent as it is), each bounded from its parent's ``params``: ``(sgn (2B, H), lb (2B,),
@@ -957,6 +962,7 @@ def _search_split(prep, root, x, y, eps, parents, units, params, rows=None, *, c
 
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
+@exact_precision
 def _leaf_bounds(prep, root, x, eps, sgn, rows=None, inherited=None, *, cfg: BaBConfig):
     """The hidden pre-activation bounds ``[(l, u), ...]`` of the subdomain ``sgn (H,)`` (as :func:`_search_split`
     bounds it: the same recomputed rows; ``inherited``: with ``cfg.refresh``, the subdomain's own hidden bounds of
@@ -1294,6 +1300,7 @@ def _second_tightened(blocks, root: Root, x, eps, cfg: BaBConfig, time_limit: fl
             *root.bounds[2:]]
 
 
+@exact_precision
 def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, check=None) -> SearchResult:
     """Branch and bound of one ball, driven from the host, for as long as ``time_limit`` and ``cfg.budget``
     allow.

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcurves.curves import _check_distances, _check_thresholds, robustness_curve
+from attacks.precision import exact_precision
 
 #: Relative gap under which a point's bracket counts as closed (the issue's 1%).
 MEET_RTOL = 0.01
@@ -121,6 +122,7 @@ class ModelBand(NamedTuple):
     upper: jax.Array
 
 
+@exact_precision
 def band_for_model(model_cfg, params, x: Any, y: Any, attack_distance: Any, norm: str, *,
                    method: str = "crown", bounds: Optional[Tuple[float, float]] = (0.0, 1.0),
                    eps: Optional[Any] = None, search_steps: Optional[int] = None) -> ModelBand:
@@ -156,6 +158,7 @@ def band_for_model(model_cfg, params, x: Any, y: Any, attack_distance: Any, norm
     return ModelBand(radius, e, cu, cl, band_summary(u, radius, e), method, u)
 
 
+@exact_precision
 def evaluation_bands(ev, models, x: Any, y: Any, *, method: str = "crown",
                      bounds: Optional[Tuple[float, float]] = (0.0, 1.0), norms=None,
                      points: Optional[Any] = None) -> dict:

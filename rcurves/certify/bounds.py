@@ -56,6 +56,7 @@ import jax.numpy as jnp
 import optax
 
 from rcurves.certify import local as local_path
+from attacks.precision import exact_precision
 from rcurves.certify.layers import (
     Network, block_apply, block_interval, block_jacobian, block_transpose,
 )
@@ -115,6 +116,7 @@ def _dual_norm_rows(lf: jax.Array, norm: str) -> jax.Array:
     return jnp.max(jnp.abs(lf), axis=1)
 
 
+@exact_precision
 def prepare(net: Network, cfg: BoundConfig, local: Optional[bool] = None) -> Prepared:
     """Dense matrices, biases and first-layer row norms (traceable).
 
@@ -147,6 +149,7 @@ class Relax(NamedTuple):
     tu: jax.Array
 
 
+@exact_precision
 def relax(l: jax.Array, u: jax.Array, alpha: Optional[jax.Array] = None) -> Relax:
     """CROWN's ReLU relaxation on ``[l, u]``; ``alpha`` the lower slopes of unstable units."""
     active, inactive = l >= 0, u <= 0
@@ -164,6 +167,7 @@ def _rows(a: jax.Array) -> jax.Array:
     return a.reshape(a.shape[0], -1)
 
 
+@exact_precision
 def concretize(lam: jax.Array, bias: jax.Array, x: jax.Array, eps, cfg: BoundConfig):
     """Lower bounds of ``lam . x' + bias`` over the input set of ``(x, eps)``.
 
@@ -184,6 +188,7 @@ def concretize(lam: jax.Array, bias: jax.Array, x: jax.Array, eps, cfg: BoundCon
     return lb, c, nq
 
 
+@exact_precision
 def backsub(prep: Prepared, relaxes: Sequence[Relax], lam: jax.Array, bias: jax.Array, k: int):
     """Pull ``lam . a_k + bias`` (``lam (R, *shape of a_k)``) back to the input.
 
@@ -207,6 +212,7 @@ def _both(jac: jax.Array, const: jax.Array):
     return jnp.concatenate([jac, -jac]), jnp.concatenate([const, -const])
 
 
+@exact_precision
 def hidden_bounds(prep: Prepared, x: jax.Array, eps, cfg: BoundConfig, alphas=None):
     """Bounds ``(l_k, u_k)`` of every hidden pre-activation and their relaxations.
 
@@ -305,11 +311,13 @@ def _crown_spec(prep, x, eps, C, cfg, alphas=None) -> SpecBound:
     return SpecBound(*concretize(lam, b, x, eps, cfg))
 
 
+@exact_precision
 def spec_bound(prep: Prepared, x: jax.Array, eps, C: jax.Array, cfg: BoundConfig) -> SpecBound:
     """Lower bounds of ``C z`` (``C (R, K)``) over the input set of ``(x, eps)``."""
     return bounds_and_spec(prep, x, eps, C, cfg)[1]
 
 
+@exact_precision
 def bounds_and_spec(prep: Prepared, x: jax.Array, eps, C: jax.Array, cfg: BoundConfig):
     """``(hidden bounds, spec bound)``, both from one pass of ``cfg.method``
     (for alpha-CROWN the hidden bounds are CROWN's)."""
@@ -441,6 +449,7 @@ def margin_spec(y: jax.Array, k: int) -> jax.Array:
     return jax.nn.one_hot(y, k, dtype=jnp.float32)[None, :] - jnp.eye(k, dtype=jnp.float32)
 
 
+@exact_precision
 def affine_radius(sb: SpecBound, mask: jax.Array, eps) -> jax.Array:
     """Largest ``e <= eps`` with ``c_j - e nq_j > 0`` for every row in ``mask`` (0 if none)."""
     pos = sb.c > 0
@@ -450,6 +459,7 @@ def affine_radius(sb: SpecBound, mask: jax.Array, eps) -> jax.Array:
     return jnp.clip(r, 0.0, eps)
 
 
+@exact_precision
 def certify_point(prep: Prepared, x: jax.Array, y: jax.Array, eps, cfg: BoundConfig):
     """Is the ball of radius ``eps`` around ``x`` certified for class ``y``?
 

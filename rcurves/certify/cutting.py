@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rcurves.certify.highs import _HIGHS, _h, lp_model
+from attacks.precision import exact_precision
 
 
 class Separated(NamedTuple):
@@ -119,6 +120,7 @@ class LayerBounds(NamedTuple):
     seconds: float
 
 
+@exact_precision
 def second_layer_bounds(blocks, bounds, lo, hi, *, rounds: int = 2, top: int = 16, priority=None,
                         time_limit: float = math.inf) -> Optional[LayerBounds]:
     """Bounds of the second hidden layer's pre-activations over the box, from the LP with the first layer's

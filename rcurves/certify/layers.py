@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rcurves.models.architectures import ModelConfig, conv2d_patches
+from attacks.precision import exact_precision
 
 
 def _static(**kw):
@@ -194,8 +195,9 @@ class Network:
         """Number of ReLUs in each hidden layer."""
         return tuple(math.prod(s) for s in self.shapes[1:-1])
 
+    @exact_precision
     def logits(self, x: jax.Array) -> jax.Array:
-        """Batched forward pass in float32: ``(n, *input_shape) -> (n, K)``."""
+        """Batched forward pass in float32 (products at HIGHEST): ``(n, *input_shape) -> (n, K)``."""
         z = x.reshape((x.shape[0],) + tuple(self.input_shape))
         for layer in self.layers:
             z = layer.batch(z)
@@ -205,6 +207,7 @@ class Network:
 jax.tree_util.register_dataclass(Network)
 
 
+@exact_precision
 def forward(net: Network, x: jax.Array) -> jax.Array:
     """Logits ``(K,)`` of one point ``x (*input_shape)``."""
     z = x
@@ -217,6 +220,7 @@ def forward(net: Network, x: jax.Array) -> jax.Array:
 # blocks: affine maps between ReLUs
 
 
+@exact_precision
 def block_apply(block: Sequence[Any], z: jax.Array) -> jax.Array:
     """``B(z)`` for one point."""
     for layer in block:
@@ -224,6 +228,7 @@ def block_apply(block: Sequence[Any], z: jax.Array) -> jax.Array:
     return z
 
 
+@exact_precision
 def block_linear(block: Sequence[Any], z: jax.Array) -> jax.Array:
     """The linear part of ``B`` (biases dropped) for one point."""
     for layer in block:
@@ -231,6 +236,7 @@ def block_linear(block: Sequence[Any], z: jax.Array) -> jax.Array:
     return z
 
 
+@exact_precision
 def block_interval(block: Sequence[Any], lo: jax.Array, hi: jax.Array):
     """Interval image of ``[lo, hi]`` under ``B``, layer by layer (IBP).
 
@@ -243,6 +249,7 @@ def block_interval(block: Sequence[Any], lo: jax.Array, hi: jax.Array):
     return c - r, c + r
 
 
+@exact_precision
 def block_transpose(block: Sequence[Any], in_shape) -> Callable[[jax.Array], jax.Array]:
     """``v -> B_lin^T v`` for one cotangent ``v`` of the block's output shape."""
     zeros = jnp.zeros(tuple(in_shape), jnp.float32)
@@ -250,6 +257,7 @@ def block_transpose(block: Sequence[Any], in_shape) -> Callable[[jax.Array], jax
     return lambda v: t(v)[0]
 
 
+@exact_precision
 def block_jacobian(block: Sequence[Any], in_shape, out_shape) -> jax.Array:
     """The dense matrix of ``B_lin``, shape ``(prod(out_shape), *in_shape)``.
 

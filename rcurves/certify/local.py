@@ -26,6 +26,7 @@ from typing import Tuple
 import jax.numpy as jnp
 
 from rcurves.certify.layers import Conv, Network, Reshape
+from attacks.precision import exact_precision
 
 
 def _same_padding(size: int, k: int, stride: int) -> Tuple[int, int]:
@@ -96,6 +97,7 @@ def _pull_back_conv1(lam: jnp.ndarray, kernel: jnp.ndarray, stride: int) -> jnp.
     return out[..., :rh, :rw, :]
 
 
+@exact_precision
 def second_layer_lower(net: Network, relax1, box_lo, box_hi, x, eps, norm: str):
     """Lower bounds of ``h_2`` and ``-h_2`` on the input set, shape ``(2, H2, W2, F2)``.
 

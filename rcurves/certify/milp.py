@@ -67,6 +67,7 @@ from rcurves.certify.bounds import BoundConfig, bounds_and_spec, margin_spec, pr
 from rcurves.certify.checks import check_net, check_points, check_upper, diameter
 from rcurves.certify.layers import Network, block_jacobian
 from rcurves.certify.radius import chunk_size
+from attacks.precision import exact_precision
 
 EXACT_RTOL = 1e-3
 #: Radii tried along the ray x + s (x* - x) when re-checking the solver's point.
@@ -123,6 +124,7 @@ _region_jit = jax.jit(_region_program, static_argnames=("cfg", "batch"))
 
 
 @jax.jit
+@exact_precision
 def _dense_blocks(net: Network):
     shapes = net.shapes
     mats, consts = [], []
@@ -308,6 +310,7 @@ def _round_down(v: float) -> np.float32:
     return np.nextafter(f, np.float32(-np.inf)) if f > v else f
 
 
+@exact_precision
 def exact_search(
     net: Network,
     x: Any,
@@ -458,6 +461,7 @@ def exact_search(
 
 
 @functools.partial(jax.jit, static_argnames=("confident",))
+@exact_precision
 def _misclassified(net: Network, xa: jax.Array, y: jax.Array, *, confident: bool) -> jax.Array:
     z = net.logits(xa)
     if confident:
@@ -491,6 +495,7 @@ def _nudge(net, x0, cand, y, bounds, norm):
     return pts[i], _norm_of(pts[i:i + 1] - x0[None], norm)[0]
 
 
+@exact_precision
 def exact_distance(
     net: Network,
     x: Any,

@@ -42,6 +42,7 @@ from rcurves.certify.bounds import (
 )
 from rcurves.certify.checks import check_net, check_points, check_upper, diameter
 from rcurves.certify.layers import Network, forward
+from attacks.precision import exact_precision
 
 #: Methods of ``certified_radius``: the bound methods and branch and bound.
 RADIUS_METHODS = METHODS + ("bab",)
@@ -143,6 +144,7 @@ def chunk_size(net: Network, n: int, method: str) -> int:
     return int(max(1, min(n, 256, CHUNK_BYTES // (4 * floats))))
 
 
+@exact_precision
 def certified_radius(
     net: Network,
     x: Any,
@@ -291,6 +293,7 @@ def _bound_inputs(net, x, y, eps, norm, method, bounds):
     return net, x, y, eps, BoundConfig(norm=norm, method=method, domain=bounds)
 
 
+@exact_precision
 def logit_bounds(net: Network, x: Any, eps: Any, *, norm: str, method: str = "crown",
                  bounds: Optional[Tuple[float, float]] = (0.0, 1.0)):
     """Sound lower and upper bounds of every logit over each point's ball.
@@ -306,6 +309,7 @@ def logit_bounds(net: Network, x: Any, eps: Any, *, norm: str, method: str = "cr
     return lb[:, :k], -lb[:, k:]
 
 
+@exact_precision
 def margin_bounds(net: Network, x: Any, y: Any, eps: Any, *, norm: str, method: str = "crown",
                   bounds: Optional[Tuple[float, float]] = (0.0, 1.0)) -> jax.Array:
     """Lower bounds ``(n, K)`` of the margins ``z_y - z_j`` over each point's ball

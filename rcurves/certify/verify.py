@@ -101,6 +101,7 @@ import numpy as np
 
 from attacks import checks
 from rcurves.certify.layers import Dense, Network, Reshape, network
+from attacks.precision import exact_precision
 
 #: PGD restarts and steps of the first, cheap falsify stage (one jitted program).
 ATTACK_RESTARTS = 8
@@ -278,6 +279,7 @@ def _model_parts(net_or_model: Any) -> Tuple[Network, Callable]:
 # the reduction
 
 
+@exact_precision
 def box_network(net: Network, x_lo: Any, x_hi: Any, label: int, others: Sequence[int]) -> Network:
     """The network ``g(d) = (z_label, z_others...)(c + r * d)`` on ``d in [-1, 1]^D`` (see the module doc).
 
@@ -370,6 +372,7 @@ def _check_settings(time_limit: Any, budget: Any, seed: Any) -> Tuple[float, int
 
 
 @jax.jit
+@exact_precision
 def _margins(fn, x, sel):
     """``min_j (z_label - z_j)`` over ``others`` for each point ``x (n, *shape)`` (``sel = [label, *others]``)."""
     z = fn(x)[:, sel]
@@ -518,6 +521,7 @@ def _per_margin(net: Network, lo, hi, label: int, others: Sequence[int], crown, 
     return _PerMargin(bb, float(np.min(lower)) if lower.size else math.inf, bounded, at_root)
 
 
+@exact_precision
 def verify(
     net_or_model: Any,
     x_lo: Any,

@@ -24,11 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from attacks.checks import check_array, check_labels, check_norm, check_positive_int
+from attacks.precision import exact_precision
 
 _FEATURE_CHUNK = 16
 
 
 @functools.partial(jax.jit, static_argnames=("norm",))
+@exact_precision
 def _row_block_min(xr, yr, xc, yc, vc, *, norm):
     """Min over valid other-class columns of the ``norm`` distance, for one row block.
 
@@ -67,6 +69,7 @@ def _row_block_min(xr, yr, xc, yc, vc, *, norm):
     return best
 
 
+@exact_precision
 def interclass_distances(x: Any, y: Any, p: Any, *, block: int = 1024) -> np.ndarray:
     """Distance of every point to the nearest point of another class.
 
@@ -152,6 +155,7 @@ class InterclassSummary(NamedTuple):
     distances: np.ndarray
 
 
+@exact_precision
 def interclass_summary(x: Any, y: Any, p: Any, *, block: int = 1024,
                        remove_duplicates: bool = True) -> InterclassSummary:
     """Smallest and largest inter-class distance of a data set in one norm.
@@ -178,6 +182,7 @@ def interclass_summary(x: Any, y: Any, p: Any, *, block: int = 1024,
                              smallest, largest, dist)
 
 
+@exact_precision
 def interclass_table(x: Any, y: Any, norms: Sequence[Any] = ("linf", "l2", "l1"), *,
                      block: int = 1024) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
     """A Table-2 row (000) for several norms, plus the distances per norm.

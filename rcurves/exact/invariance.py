@@ -38,6 +38,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from attacks.checks import check_array, check_labels, check_positive_int
+from attacks.precision import exact_precision
 
 
 def shifts(max_shift: int) -> np.ndarray:
@@ -86,6 +87,7 @@ def _sq_dist(a: np.ndarray, b: np.ndarray, b_sq: np.ndarray) -> np.ndarray:
     return np.maximum(a_sq[:, None] + b_sq[None, :] - 2.0 * (a @ b.T), 0.0)
 
 
+@exact_precision
 def linf_invariance_examples(x: Any, y: Any, x_train: Any, y_train: Any, eps: float, *, max_shift: int = 2,
                              candidates: int = 10, bounds: Tuple[float, float] = (0.0, 1.0),
                              chunk: int = 64) -> InvarianceExamples:
@@ -163,6 +165,7 @@ class OracleVote(NamedTuple):
     votes: np.ndarray
 
 
+@exact_precision
 def knn_oracle(x: Any, x_train: Any, y_train: Any, *, k: int = 5, agree: float = 0.7, max_shift: int = 2,
                exclude: Optional[Sequence[int]] = None, n_classes: int = 10, chunk: int = 32) -> OracleVote:
     """Shift-invariant k-NN vote as a stand-in for 003's human labellers.

@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attacks.checks import check_array, check_labels, check_p, is_concrete
+from attacks.precision import exact_precision
 
 
 # ---------------------------------------------------------------------------
@@ -66,6 +67,7 @@ def dual_exponent(p: Any, name: str = "p") -> float:
     return p / (p - 1.0)
 
 
+@exact_precision
 def lp_norm(v: jax.Array, p: Any, axis: int = -1) -> jax.Array:
     """``||v||_p`` along ``axis`` for any ``p`` in ``[1, inf]``.
 
@@ -181,6 +183,7 @@ def _exponents(p: Any, name: str = "p") -> Tuple[jax.Array, jax.Array]:
 
 
 @jax.jit
+@exact_precision
 def _binary_distance(w, b, x, q, y):
     s = _rowdot(x.reshape(x.shape[0], -1), w) + b
     nrm = lp_norm(w, q)
@@ -215,12 +218,14 @@ def _multiclass_geometry(w, b, x, y, q):
 
 
 @jax.jit
+@exact_precision
 def _multiclass_distance(w, b, x, y, q):
     ratios, _, correct = _multiclass_geometry(w, b, x, y, q)
     return jnp.where(correct, jnp.min(ratios, axis=1), 0.0)
 
 
 @jax.jit
+@exact_precision
 def _binary_perturbation(w, b, x, p, y):
     flat = x.reshape(x.shape[0], -1)
     s = _rowdot(flat, w) + b
@@ -232,6 +237,7 @@ def _binary_perturbation(w, b, x, p, y):
 
 
 @jax.jit
+@exact_precision
 def _multiclass_perturbation(w, b, x, y, p, q):
     ratios, margins, correct = _multiclass_geometry(w, b, x, y, q)
     j = jnp.argmin(ratios, axis=1)
@@ -249,6 +255,7 @@ def _multiclass_perturbation(w, b, x, y, p, q):
 # ---------------------------------------------------------------------------
 
 
+@exact_precision
 def linear_distance(w: Any, b: Any, x: Any, p: Any, y: Optional[Any] = None) -> jax.Array:
     """Exact minimal l_p distance of each point to a linear decision boundary.
 
@@ -332,6 +339,7 @@ def _streamed_distance(w, b, x: np.memmap, p, y, multi: bool) -> jax.Array:
     return jnp.asarray(out)
 
 
+@exact_precision
 def linear_perturbation(w: Any, b: Any, x: Any, p: Any, y: Optional[Any] = None) -> jax.Array:
     """The minimal l_p perturbation onto a linear decision boundary (Eq. (3)).
 
@@ -368,6 +376,7 @@ def linear_perturbation(w: Any, b: Any, x: Any, p: Any, y: Optional[Any] = None)
     return _binary_perturbation(w, b, x, pf, y)
 
 
+@exact_precision
 def linear_curve_scale(w: Any, p1: Any, p2: Any) -> jax.Array:
     """Theorem 2's scale ``c = ||w||_q1 / ||w||_q2``: ``R_p1(eps) = R_p2(c eps)``.
 

@@ -36,6 +36,7 @@ import scipy.optimize
 import scipy.sparse
 
 from attacks.checks import check_array, check_bounds, check_labels, check_norm, check_positive_int
+from attacks.precision import exact_precision
 
 _ELEMENT_BUDGET = 1 << 24      # floats of one query block's distance rows (64 MB)
 
@@ -82,6 +83,7 @@ class Neighbors(NamedTuple):
 
 
 @functools.partial(jax.jit, static_argnames=("norm", "n_classes"))
+@exact_precision
 def _block_neighbors(xq, xt_blocks, onehot, valid, rtol, atol, *, norm, n_classes):
     """Neighbours of one query block.
 
@@ -114,6 +116,7 @@ def _block_neighbors(xq, xt_blocks, onehot, valid, rtol, atol, *, norm, n_classe
     return dmin, counts, cmin
 
 
+@exact_precision
 def nn1_neighbors(x_train: Any, y_train: Any, x: Any, *, p: Any, rtol: float = 1e-5, atol: float = 1e-6,
                   n_classes: Optional[int] = None, block: int = 256) -> Neighbors:
     """Nearest-training-point distance and the classes tied there, for every query.
@@ -168,6 +171,7 @@ def nn1_neighbors(x_train: Any, y_train: Any, x: Any, *, p: Any, rtol: float = 1
     return Neighbors(np.concatenate(dist), np.concatenate(counts), np.concatenate(cdist))
 
 
+@exact_precision
 def nn1_predict(x_train: Any, y_train: Any, x: Any, *, p: Any, rtol: float = 1e-5, atol: float = 1e-6,
                 block: int = 256) -> Tuple[np.ndarray, np.ndarray]:
     """1-NN predictions and ties.
@@ -413,6 +417,7 @@ def _strict_point(xt, yt, y, z, j):
     return (zt, 1.0) if strict(zt) else (None, None)
 
 
+@exact_precision
 def nn1_distance(x_train: Any, y_train: Any, x: Any, y: Any, *, p: Any = "linf",
                  bounds: Optional[Tuple[float, float]] = (0.0, 1.0), neighbors: int = 8,
                  pruning: bool = True) -> np.ndarray:
@@ -423,6 +428,7 @@ def nn1_distance(x_train: Any, y_train: Any, x: Any, y: Any, *, p: Any = "linf",
                                pruning=pruning).distance
 
 
+@exact_precision
 def nn1_distance_result(x_train: Any, y_train: Any, x: Any, y: Any, *, p: Any = "linf",
                         bounds: Optional[Tuple[float, float]] = (0.0, 1.0), neighbors: int = 8,
                         pruning: bool = True) -> NN1Distance:

@@ -119,6 +119,7 @@ import numpy as np
 
 from attacks import checks
 from rcurves.models.architectures import ModelConfig
+from attacks.precision import exact_precision
 
 #: architectures whose linear regions the regulariser reads (plain ReLU networks, as the verifiers)
 MMR_ARCHS = ("linear", "mlp", "cnn")
@@ -300,6 +301,7 @@ def _sample_units(key, sizes: Sequence[int], alloc: Sequence[int]):
     return tuple(jax.lax.top_k(jax.random.uniform(k, (s,)), a)[1] for k, s, a in zip(keys, sizes, alloc))
 
 
+@exact_precision
 def region_distances(model_cfg: ModelConfig, params: Any, x: jax.Array, y: jax.Array, *,
                      norms: Sequence[str] = ("linf",), units: Optional[int] = None,
                      key: Optional[jax.Array] = None) -> RegionDistances:
@@ -350,6 +352,7 @@ def region_distances(model_cfg: ModelConfig, params: Any, x: jax.Array, y: jax.A
     return RegionDistances(facet, decision, idx)
 
 
+@exact_precision
 def facet_distances(model_cfg: ModelConfig, params: Any, x: jax.Array, norm: str = "linf") -> jax.Array:
     """``(n, U)`` exact l_p distance of each point to every hidden unit's hyperplane of its
     linear region, ``|h_j(x)| / ||grad_x h_j(x)||_q`` (units in layer order)."""
@@ -357,6 +360,7 @@ def facet_distances(model_cfg: ModelConfig, params: Any, x: jax.Array, norm: str
     return region_distances(model_cfg, params, x, y, norms=(norm,)).facet[0]
 
 
+@exact_precision
 def decision_distances(model_cfg: ModelConfig, params: Any, x: jax.Array, y: jax.Array,
                        norm: str = "linf") -> jax.Array:
     """``(n, K)``: ``(z_y - z_c) / ||grad_x (z_y - z_c)||_q`` on each point's region (Lemma 1 of

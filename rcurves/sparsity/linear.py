@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attacks import checks
+from attacks.precision import exact_precision
 
 
 
@@ -43,6 +44,7 @@ def _linear_inputs(w, b, x, eps, u, y):
 
 
 @jax.jit
+@exact_precision
 def _linear_l2_core(w, b, x, eps, u, y):
     s = x @ w + b
     wn = jnp.sqrt(jnp.sum(w * w))
@@ -60,6 +62,7 @@ def _linear_l2_core(w, b, x, eps, u, y):
 
 
 @jax.jit
+@exact_precision
 def _linear_linf_core(w, b, x, eps, u, sigma, y):
     s = x @ w + b
     cls = (s > 0).astype(jnp.int32)
@@ -78,6 +81,7 @@ def _linear_linf_core(w, b, x, eps, u, sigma, y):
     return jnp.where(jnp.any(cross, axis=-1) & ok[:, None], m, jnp.nan)
 
 
+@exact_precision
 def linear_l2_sparsity(w, b, x, eps, u, y=None) -> jax.Array:
     """Exact angular sparsity of ``[w.x + b > 0]`` in each direction ``u``.
 
@@ -112,6 +116,7 @@ def linear_l2_sparsity(w, b, x, eps, u, y=None) -> jax.Array:
     return _linear_l2_core(*_linear_inputs(w, b, x, eps, u, y))
 
 
+@exact_precision
 def linear_linf_sparsity(w, b, x, eps, u, sigma, y=None) -> jax.Array:
     """Exact l_inf sparsity of ``[w.x + b > 0]`` for each vertex ``u`` and permutation ``sigma``.
 

@@ -32,6 +32,7 @@ def multiclass_case():
     return f, W, b, x, y
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("norm", ["linf", "l2", "l1"])
 def test_binary_linear_matches_lemma1(binary_case, norm):
     f, w, b, x, y = binary_case

@@ -18,6 +18,7 @@ def linear_case():
     return w, b, x, y
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("norm,tol", [("linf", 1.01), ("l2", 1.01), ("l1", 1.05)])
 def test_binary_linear_matches_lemma1(linear_case, norm, tol):
     w, b, x, y = linear_case
@@ -42,6 +43,7 @@ def _multiclass_problem(seed, norm, d=20, k=5, n=40):
     return multiclass_linear(W, b), x, y, exact_multiclass(W, b, x, y, norm)
 
 
+@pytest.mark.accelerator("tf32")
 @pytest.mark.parametrize("norm,tol", [("linf", 1.01), ("l2", 1.01)])
 def test_multiclass_linear_matches_exact(norm, tol):
     f, x, y, exact = _multiclass_problem(2, norm)
@@ -202,6 +204,7 @@ def test_l1_default_uses_two_lanes_and_reaches_the_exact_parabola_distance():
     assert np.quantile(ratio, 0.9) <= 1.01
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("norm", ["linf", "l2"])
 def test_regula_falsi_lands_on_lemma1_in_one_round(linear_case, norm):
     """For a linear model the largest margin within radius eps is affine in eps

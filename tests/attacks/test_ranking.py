@@ -75,6 +75,7 @@ def test_box_distance_matches_a_solver(norm, solver):
                                          jnp.asarray(x, jnp.float32), norm, (0.0, 1.0))) == 0.0
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("norm", ["linf", "l2", "l1"])
 def test_unbounded_linear_model_is_lemma1(norm):
     """Without a box, the linearised distances of a linear model are exact:

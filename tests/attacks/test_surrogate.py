@@ -28,6 +28,7 @@ RELUS = {
 }
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("relu", list(RELUS))
 def test_same_logits_and_the_closed_form_smoothed_gradient(relu):
     f = _net(RELUS[relu])

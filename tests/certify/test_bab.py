@@ -60,6 +60,7 @@ def test_a_nan_radius_is_never_certified():
     assert not bool(ok)
 
 
+@pytest.mark.accelerator("bf16")
 @pytest.mark.parametrize("seed", [0, 3, 5])   # (seed 1: one class on the whole box, no grid adversarial)
 def test_l2_radius_never_exceeds_the_nearest_misclassified_grid_point(seed):
     net = _random_mlp([2, 16, 16, 3], seed)
@@ -213,6 +214,7 @@ def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
         assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (i, res, m)
 
 
+@pytest.mark.highest
 def test_second_layer_by_split_corrections_equals_the_full_pull_back_and_holds_on_the_subdomain(monkeypatch):
     """``BaBConfig.first_splits``: the second layer's bounds on a subdomain as the root's pull-back plus one
     correction per split first-layer unit (``bab._second_layer``) equal the full pull-back through the

@@ -101,6 +101,7 @@ def _ball_samples(norm, eps, m, d, seed):
 # --------------------------------------------------------------------------- layers
 
 
+@pytest.mark.highest
 def test_from_model_reproduces_make_logits_fn():
     # the C.1 CNN (two 'SAME' stride-2 convolutions computed as patches); the MLP's weights
     # are checked in test_band_for_model_is_certified_radius_of_the_model
@@ -201,6 +202,7 @@ def test_bounds_contain_logits_of_random_inputs(norm, eps, methods):
 # --------------------------------------------------------------------------- radius <= exact <= attack
 
 
+@pytest.mark.accelerator("bf16")
 def test_linear_model_all_three_equal_lemma1():
     rng = np.random.default_rng(4)
     w = rng.normal(size=(4, 6)).astype(np.float32)

@@ -43,6 +43,7 @@ def _assert_same_bounds(net, hand, x, eps, method):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.accelerator("bf16")
 @pytest.mark.parametrize("method", ["ibp", "crown"])
 def test_gemm_mlp_bounds_are_sound_and_equal_the_hand_built_network(tmp_path, method):
     rng = np.random.default_rng(0)
@@ -57,6 +58,7 @@ def test_gemm_mlp_bounds_are_sound_and_equal_the_hand_built_network(tmp_path, me
     _assert_sound(rng, net, m.logits_fn, x, 0.01, method)
 
 
+@pytest.mark.accelerator("bf16")
 @pytest.mark.parametrize("method", ["ibp", "crown"])
 def test_conv_net_with_normalisation_bounds_are_sound_and_equal_the_hand_built_network(tmp_path, method):
     rng = np.random.default_rng(2)

@@ -188,6 +188,7 @@ def test_falsified_boxes_carry_a_counterexample_inside_the_box_that_violates_it(
     assert n >= 5
 
 
+@pytest.mark.accelerator("bf16")
 @pytest.mark.parametrize("cuts, second", [(0, 0), (1, 2)])
 def test_status_agrees_with_the_exact_milp_on_random_boxes(compiled, monkeypatch, cuts, second):
     """With and without the first layer's cuts (``verify.CUTS``, ``verify.SECOND_CUTS``): no contradiction with

@@ -103,6 +103,7 @@ def test_streaming_a_memory_map_keeps_peak_memory_bounded_by_the_chunk(tmp_path,
     assert out["growth_mb"] < 30, out             # file: 100 MB; one chunk: 3.2 MB
 
 
+@pytest.mark.accelerator("tf32")
 def test_linear_distance_of_a_memory_map_equals_the_in_memory_answer(tmp_path, monkeypatch):
     monkeypatch.setattr(rcurves.exact.linear, "_STREAM_BYTES", 1000 * 12 * 4)   # 3 chunks, the last padded
     rng = np.random.default_rng(3)

@@ -104,6 +104,7 @@ def _reference_min_norm(a, c, p, inequality=False):
 # --- Lemma 1 ---------------------------------------------------------------
 
 
+@pytest.mark.accelerator("bf16")
 @pytest.mark.parametrize("p", [1, 2, 3, np.inf])
 def test_lemma1_distance_matches_independent_solver(p):
     w, b, x = _random_problem(seed=int(1 if p == np.inf else p))
@@ -216,6 +217,7 @@ def test_multiclass_distance_equals_brute_force_over_target_classes(p):
         np.testing.assert_allclose(got[i], ref, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("p", [1, 2, np.inf])
 def test_multiclass_perturbation_reaches_nearest_other_class(p):
     rng = np.random.default_rng(5)

@@ -47,6 +47,7 @@ def region_maps(ws, x):
 # the geometry
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("norm,p", NORMS)
 def test_facet_distances_are_the_exact_distances_to_the_region_hyperplanes(tiny, norm, p):
     params, ws, x, y = tiny
@@ -74,6 +75,7 @@ def test_facet_distances_are_the_exact_distances_to_the_region_hyperplanes(tiny,
     np.testing.assert_allclose(big_a @ x[0] + c, np.asarray(apply(params, x[:1]))[0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.accelerator("tf32")
 @pytest.mark.parametrize("norm,p", NORMS)
 def test_decision_distances_are_lemma1_on_the_region_affine_map(tiny, norm, p):
     params, ws, x, y = tiny

@@ -80,6 +80,7 @@ def test_flat_inputs_are_reshaped_to_images():
                                   np.asarray(make_logits_fn(flat, p)(x.reshape(3, 64))))
 
 
+@pytest.mark.highest
 def test_linear_model_is_wx_plus_b():
     cfg = ModelConfig(arch="linear", input_shape=(4, 3), n_classes=5)
     p = _np_params(cfg)

@@ -340,6 +340,7 @@ def test_same_architecture_shares_one_compiled_program(tmp_path):
     assert not np.allclose(np.asarray(la), np.asarray(lb))
 
 
+@pytest.mark.highest
 def test_round_trip_through_jax2onnx(tmp_path):
     """A toolkit MLP exported by a third-party exporter (jax2onnx, when installed) reads back to the same logits."""
     jax2onnx = pytest.importorskip("jax2onnx")
@@ -371,6 +372,7 @@ def _flax_cnn_of_the_zoo(cfg, params):
     return lambda x: Plain().apply({"params": params}, x)
 
 
+@pytest.mark.highest
 def test_round_trip_of_a_toolkit_cnn_through_jax2onnx_nhwc(tmp_path):
     """The zoo's CNN architecture exported by jax2onnx (NHWC input, Transpose to NCHW around the Conv nodes,
     the flatten's batch size computed by Shape / Gather / Squeeze / Unsqueeze / Concat) reads back as NHWC

@@ -93,6 +93,7 @@ def test_a_changed_recipe_is_not_served_the_shipped_weights(tmp_path, monkeypatc
     assert zoo.load("digits-mlp-st", cache=str(tmp_path / "c"), progress=False).source == "trained"  # old recipe
 
 
+@pytest.mark.highest
 def test_retraining_a_small_entry_gives_the_shipped_parameters(tmp_path):
     """Training is deterministic in its key: on the machine and JAX the weights were shipped from, bit-identical;
     elsewhere XLA may order float sums differently, so then the same held-out accuracy within 1% and 97% of the

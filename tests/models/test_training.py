@@ -180,6 +180,7 @@ def test_mixup_training_reduces_its_loss():
     assert res.history[-1]["loss"] < res.history[0]["loss"] - 0.1
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("aug", ["cutmix", "ricap"])
 def test_cutmix_and_ricap_tile_source_pixels_and_weight_labels_by_area(aug):
     """Every output pixel is a pixel of one source image; the soft label is the area share of each source."""

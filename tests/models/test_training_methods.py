@@ -86,6 +86,7 @@ def test_certified_robust_ce_bounds_the_ce_at_pgd_adversarial_examples(data, st_
         assert np.all(np.isfinite(ce_bound)) and gap.min() >= -1e-4, (method, beta, gap.min())
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("arch", ["mlp", pytest.param("cnn", marks=pytest.mark.slow), "linear"])
 def test_certified_training_steps_use_the_verifiers_bounds(data, arch):
     """Each arch trains (finite loss, parameters move), and the margin bounds it trains on are

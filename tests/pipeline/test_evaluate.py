@@ -114,6 +114,7 @@ def test_a_second_evaluation_reuses_the_saved_runs(problem, ev):
     assert os.stat(path).st_mtime_ns != before                       # other settings: recomputed
 
 
+@pytest.mark.highest
 def test_the_default_attack_is_adaptive_and_says_what_it_spent(problem, tmp_path):
     """``AttackSettings()`` measures with ``attacks.adaptive_distance``: per point the gradients spent and
     whether it was escalated are kept, saved and printed. On a linear model (000 Lemma 1: the first search

@@ -85,6 +85,7 @@ def test_linf_estimator_matches_exact_linear_sparsity():
     assert len(np.unique(exact[meas])) > 3
 
 
+@pytest.mark.highest
 @pytest.mark.parametrize("norm", ["l2", "linf"])
 def test_estimators_match_exact_sparsity_in_784_dimensions(norm):
     d = 784
