@@ -79,6 +79,30 @@ def _probe(name: str) -> bool:
     return True
 
 
+#: the XLA flag that makes XLA:GPU's reductions (scatter-add, some sums) run in a fixed order: bit-for-bit repeats
+DETERMINISTIC_FLAG = "--xla_gpu_deterministic_ops=true"
+
+
+def request_deterministic() -> bool:
+    """Add :data:`DETERMINISTIC_FLAG` to ``XLA_FLAGS`` (a no-op on CPUs and TPUs, whose programs already repeat).
+
+    XLA reads its flags when JAX first starts a backend, so this must run before anything touches a device;
+    after that it raises a ``RuntimeError`` saying so. Returns True when the flag was added, False when
+    ``XLA_FLAGS`` already named ``xla_gpu_deterministic_ops`` (the user's setting is kept).
+    ``rcurves --deterministic ...`` and ``RCURVES_DETERMINISTIC=1`` call it (docs/precision.md).
+    """
+    from jax._src import xla_bridge
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_deterministic_ops" in flags:
+        return False
+    if xla_bridge.backends_are_initialized():
+        raise RuntimeError("deterministic: JAX has already started its backends; set "
+                           f"XLA_FLAGS={DETERMINISTIC_FLAG} before the program touches a device")
+    os.environ["XLA_FLAGS"] = f"{flags} {DETERMINISTIC_FLAG}".strip()
+    return True
+
+
 def compiler_options() -> Optional[Dict[str, Any]]:
     """The XLA compile options of the attack programs (None: XLA's defaults).
 

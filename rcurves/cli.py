@@ -480,6 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
                "Run 'rcurves COMMAND --help' for the options of a command.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--deterministic", action="store_true",
+                        help="on a GPU, reductions in a fixed order (XLA_FLAGS=--xla_gpu_deterministic_ops=true; "
+                             "also RCURVES_DETERMINISTIC=1): bit-for-bit repeats, at some cost in speed")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -824,6 +827,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(os.environ.get("RCURVES_DEBUG"))
+    if args.deterministic or os.environ.get("RCURVES_DETERMINISTIC", "") not in ("", "0"):
+        from attacks.xla import request_deterministic
+
+        request_deterministic()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
