@@ -141,10 +141,10 @@ import optax
 
 from attacks.checks import check_positive_int
 from attacks.losses import margin
-from rcurves.certify.bounds import (
+from rcurves.nets.bounds import (
     BoundConfig, Prepared, Relax, _both, _box, _spec_start, backsub, concretize, hidden_bounds, margin_spec, relax,
 )
-from rcurves.certify.layers import block_jacobian, block_transpose, forward
+from rcurves.nets.layers import block_jacobian, block_transpose, forward
 from attacks.precision import exact_precision
 
 
@@ -398,7 +398,7 @@ def _tightened(prep: Prepared, x, eps, bcfg: BoundConfig, bounds, steps: int, lr
     below ``k``), raised by ``steps`` Adam steps projected to ``[0, 1]``; the best bound of each row over the
     iterates is kept (every iterate is sound) and intersected with CROWN's ``bounds``. Rows of units that
     CROWN already shows stable are not optimised (their relaxation is exact). Layers without a dense
-    matrix, and the second layer where ``certify.local`` bounds it, keep CROWN's bounds.
+    matrix, and the second layer where ``nets.local`` bounds it, keep CROWN's bounds.
 
     Measured on boxes of the full-MNIST MLPs that ``verify`` leaves open (50 steps, ``benchmarks/
     verify_speed.py``'s models): on 784-256-256-10 (5 boxes) the second layer's unstable units went from
@@ -838,7 +838,7 @@ def _bab_point(prep, x, y, lo, hi, rounds, cfg: BaBConfig):
 
 @exact_precision
 def _bab_program(net, x, y, lo, hi, rounds, *, cfg: BaBConfig, batch: int):
-    from rcurves.certify.bounds import prepare
+    from rcurves.nets.bounds import prepare
 
     prep = prepare(net, dataclasses.replace(cfg.bound, method="crown"))
     # batch 1: a plain scan over points (lax.map's batches are vmapped: the
@@ -937,7 +937,7 @@ def _search_root(net, x, y, eps, *, cfg: BaBConfig):
     ``(alpha, beta)`` (with ``cfg.refresh`` also the root's hidden bounds; the root has no cuts here:
     :func:`bab_search` adds them and their logits) (its bound comes from :func:`_search_split`: one program to
     compile, not two)."""
-    from rcurves.certify.bounds import prepare
+    from rcurves.nets.bounds import prepare
 
     prep = prepare(net, dataclasses.replace(cfg.bound, method="crown"))
     root = _root(prep, x, y, eps, cfg)
@@ -1139,7 +1139,7 @@ CUT_THETA0 = -2.0
 def _is_mlp(net) -> bool:
     """Whether ``net`` is an MLP: reshapes aside, Dense and ReLU alternating, Dense first and last (the
     networks :func:`bab_search` adds cuts to)."""
-    from rcurves.certify.layers import Dense, ReLU, Reshape
+    from rcurves.nets.layers import Dense, ReLU, Reshape
 
     layers = [l for l in net.layers if not isinstance(l, Reshape)]
     return (len(layers) >= 3 and len(layers) % 2 == 1

@@ -141,7 +141,7 @@ def band_for_model(model_cfg, params, x: Any, y: Any, attack_distance: Any, norm
     Returns:
       :class:`ModelBand`.
     """
-    from rcurves.certify.layers import from_model
+    from rcurves.certify.convert import from_model
     from rcurves.certify.radius import certified_radius
 
     net = from_model(model_cfg, params)

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from attacks import checks
-from rcurves.certify.layers import Network
+from rcurves.nets.layers import Network
 
 
 def check_net(net: Any, name: str = "net") -> Network:

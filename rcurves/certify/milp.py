@@ -63,9 +63,9 @@ import scipy.sparse as sp
 from attacks import checks
 from attacks.losses import confidently_adversarial
 from rcurves.certify import highs
-from rcurves.certify.bounds import BoundConfig, bounds_and_spec, margin_spec, prepare
+from rcurves.nets.bounds import BoundConfig, bounds_and_spec, margin_spec, prepare
 from rcurves.certify.checks import check_net, check_points, check_upper, diameter
-from rcurves.certify.layers import Network, block_jacobian
+from rcurves.nets.layers import Network, block_jacobian
 from rcurves.certify.radius import chunk_size
 from attacks.precision import exact_precision
 

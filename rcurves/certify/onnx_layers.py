@@ -2,7 +2,7 @@
 
 The graph is read by :func:`rcurves.models.onnx_reader.read_onnx` (which
 checks every operator); here it is walked once, in order, and written as the
-layers of :mod:`rcurves.certify.layers`, which compute the same function on
+layers of :mod:`rcurves.nets.layers`, which compute the same function on
 the toolkit's input (NHWC images, flat vectors as in the file):
 
 * ``Gemm`` / ``MatMul`` with a constant weight -> :class:`Dense`;
@@ -47,8 +47,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import jax.numpy as jnp
 import numpy as np
 
-from rcurves.certify.layers import Conv, Dense, Network, ReLU, Reshape, network
-from rcurves.models.loader import LoadedModel
+from rcurves.nets.layers import Conv, Dense, Network, ReLU, Reshape, network
+from rcurves.models.loaded import LoadedModel
 from rcurves.models.onnx_reader import OnnxFn, OnnxGraph, OnnxNode, eval_node, read_onnx, window_pads
 
 #: largest diagonal ``Dense`` written for a per-element affine map (features), beyond which it is an error

@@ -37,11 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from attacks import checks
-from rcurves.certify.bounds import (
+from rcurves.nets.bounds import (
     METHODS, BoundConfig, Prepared, certify_point, margin_spec, prepare, spec_bound,
 )
 from rcurves.certify.checks import check_net, check_points, check_upper, diameter
-from rcurves.certify.layers import Network, forward
+from rcurves.nets.layers import Network, forward
 from attacks.precision import exact_precision
 
 #: Methods of ``certified_radius``: the bound methods and branch and bound.
@@ -127,12 +127,12 @@ _radius_jit = jax.jit(_radius_program, static_argnames=("cfg",))
 def chunk_size(net: Network, n: int, method: str) -> int:
     """Points per vmapped chunk so that one chunk's largest back-substitution
     (rows times widths, a few temporaries) fits in :data:`CHUNK_BYTES`."""
-    from rcurves.certify import local
+    from rcurves.nets import local
 
     sizes = [math.prod(s) for s in net.shapes]   # input, h_1, ..., logits
     floats = 4 * sizes[0]
     for k in range(2, len(sizes) - 1):           # hidden layer k: 2 m_k rows over every earlier layer
-        if k == 2 and local.applies(net):        # receptive fields instead (certify.local)
+        if k == 2 and local.applies(net):        # receptive fields instead (nets.local)
             conv1, conv2 = net.blocks[0][-1], net.blocks[1][0]
             rows = 2 * sizes[2] * conv2.kernel.shape[0] * conv2.kernel.shape[1] * conv1.kernel.shape[-1]
             floats = max(floats, 3 * rows)

@@ -47,7 +47,7 @@ certify network): a point inside the box on which some class of ``others``
 scores at least as high as ``label`` is a counterexample (ties count, as in
 VNN-LIB's ``(>= Y_j Y_label)``); nothing else is reported as falsified.
 
-**The reduction to a ball.** The bounds of ``certify.bounds`` / ``certify.bab``
+**The reduction to a ball.** The bounds of ``nets.bounds`` / ``certify.bab``
 take a point, an l_inf radius and one scalar pair of input bounds. A box is
 the image of the cube ``[-1, 1]^D`` under ``x = c + r * d`` with ``c = (lo +
 hi) / 2``, ``r = (hi - lo) / 2``, so the property of the network ``f`` on the
@@ -100,7 +100,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attacks import checks
-from rcurves.certify.layers import Dense, Network, Reshape, network
+from rcurves.nets.layers import Dense, Network, Reshape, network
 from attacks.precision import exact_precision
 
 #: PGD restarts and steps of the first, cheap falsify stage (one jitted program).
@@ -245,7 +245,7 @@ class _BoxFn:
 
 def _model_parts(net_or_model: Any) -> Tuple[Network, Callable]:
     """``(certify network, logits function)`` of a Network, a LoadedModel or an .onnx path."""
-    from rcurves.models.loader import LoadedModel
+    from rcurves.models.loaded import LoadedModel
 
     if isinstance(net_or_model, Network):
         return net_or_model, _NetFn(net_or_model)
@@ -266,7 +266,7 @@ def _model_parts(net_or_model: Any) -> Tuple[Network, Callable]:
 
             return from_onnx(net_or_model), net_or_model.logits_fn
         if net_or_model.model is not None and net_or_model.params is not None:
-            from rcurves.certify.layers import from_model
+            from rcurves.certify.convert import from_model
 
             return from_model(net_or_model.model, net_or_model.params), net_or_model.logits_fn
         raise ValueError(f"net_or_model: the LoadedModel {net_or_model.label!r} is neither an ONNX model "
@@ -457,7 +457,7 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, *
     module's: ``refresh`` :data:`REFRESH` on networks with more than two hidden layers, ``cuts`` :data:`CUTS` on
     the others, ``second_cuts`` :data:`SECOND_CUTS` on all)."""
     from rcurves.certify.bab import SearchResult, bab_config, bab_search
-    from rcurves.certify.bounds import BoundConfig
+    from rcurves.nets.bounds import BoundConfig
 
     left = deadline - time.perf_counter()
     if not left > 0:

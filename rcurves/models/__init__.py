@@ -47,7 +47,7 @@ __getattr__, __dir__ = attach(__name__, {
     'load_checkpoint': 'rcurves.models.checkpoint:load_checkpoint',
     'logits_fn_from_checkpoint': 'rcurves.models.checkpoint:logits_fn_from_checkpoint',
     'save_checkpoint': 'rcurves.models.checkpoint:save_checkpoint',
-    'LoadedModel': 'rcurves.models.loader:LoadedModel',
+    'LoadedModel': 'rcurves.models.loaded:LoadedModel',
     'check_model_on_data': 'rcurves.models.loader:check_model_on_data',
     'clean_accuracy': 'rcurves.models.loader:clean_accuracy',
     'from_zoo': 'rcurves.models.loader:from_zoo',

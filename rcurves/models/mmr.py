@@ -70,7 +70,7 @@ How the Jacobian rows are computed
 With the activation pattern fixed (masks from the forward pass, no gradient
 through them) the network is a composition of affine blocks and 0/1 masks;
 the rows ``v_j`` are obtained from its *linear* parts, taken from the
-verifiers' explicit network (:func:`rcurves.certify.layers.from_model`, which
+verifiers' explicit network (:func:`rcurves.models.network.to_network`, which
 accepts traced parameters, so everything is differentiable in them: the
 regulariser's gradient flows through both ``h_j(x)`` and ``v_j``, as in the
 authors' TensorFlow graph).
@@ -237,7 +237,7 @@ def _geometry(net, x, y, sample, qs):
 
     ``sample``: None (all units, forward mode) or a tuple of per-layer flat unit
     indices (reverse mode)."""
-    from rcurves.certify.layers import block_apply, block_linear, block_transpose
+    from rcurves.nets.layers import block_apply, block_linear, block_transpose
 
     blocks = net.blocks
     shapes = net.shapes
@@ -320,7 +320,7 @@ def region_distances(model_cfg: ModelConfig, params: Any, x: jax.Array, y: jax.A
     Returns:
       :class:`RegionDistances`.
     """
-    from rcurves.certify.layers import from_model
+    from rcurves.models.network import to_network
 
     if model_cfg.arch not in MMR_ARCHS:
         raise ValueError(f"model_cfg: arch {model_cfg.arch!r} is not one of {MMR_ARCHS} (the regulariser "
@@ -334,7 +334,7 @@ def region_distances(model_cfg: ModelConfig, params: Any, x: jax.Array, y: jax.A
         raise ValueError(f"y: expected {x.shape[0]} labels, got shape {getattr(y, 'shape', None)}")
     if checks.is_concrete(y):
         checks.check_labels(y, x.shape[0], "y", model_cfg.n_classes)
-    net = from_model(model_cfg, params)
+    net = to_network(model_cfg, params)
     sizes = hidden_layer_sizes(model_cfg)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32) if sizes else np.zeros(1, np.int32)
     n = x.shape[0]

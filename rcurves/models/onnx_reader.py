@@ -72,7 +72,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from rcurves.models.loader import LoadedModel
+from rcurves.models.loaded import LoadedModel
 
 #: Operators :func:`load_onnx` evaluates, with the attributes each may carry.
 OPERATORS: Dict[str, Tuple[str, ...]] = {

@@ -28,11 +28,11 @@ Training objectives (paper 000, Section 3.1; ``TrainConfig.method``):
   cross-entropy (``CE(-m, y) >= max_{x'} CE(f(x'), y)``). IBP:
   ``m = m_IBP`` (interval bounds, the spec merged into the last layer);
   CROWN-IBP: ``m = beta_mix m_CROWN-IBP + (1 - beta_mix) m_IBP``. Both
-  bounds are those of the verifiers, ``rcurves.certify.bounds``
-  (:func:`rcurves.certify.bounds.training_margins` on
-  ``certify.from_model(model_cfg, params)`` with the traced parameters), in
+  bounds are those of the verifiers, ``rcurves.nets.bounds``
+  (:func:`rcurves.nets.bounds.training_margins` on
+  ``models.network.to_network(model_cfg, params)`` with the traced parameters), in
   l_inf, l_2 or l_1, the ball intersected with the input box; architectures
-  'linear', 'mlp' and 'cnn' (:data:`rcurves.certify.layers.CERTIFIABLE_ARCHS`).
+  'linear', 'mlp' and 'cnn' (:data:`rcurves.nets.layers.CERTIFIABLE_ARCHS`).
 * MMR (Croce, Andriushchenko & Hein 2019, the Maximum Margin Regulariser):
   minimise ``E_(x,y) [CE(f(x), y) + rho_t lambda MMR_p(x)]``, ``MMR_p`` the
   hinge on the ``k_B`` smallest l_p distances of ``x`` to the hyperplanes of
@@ -105,7 +105,7 @@ from rcurves.models.architectures import ModelConfig, Params, apply_fn, init_par
 
 METHODS = ("st", "at", "trades", "ibp", "crown-ibp", "mmr", "mmr-univ")
 ROBUST = ("at", "trades", "ibp", "crown-ibp")   # methods that train at a radius eps > 0
-CERTIFIED = ("ibp", "crown-ibp")               # methods that train on certify.bounds' margin bounds
+CERTIFIED = ("ibp", "crown-ibp")               # methods that train on nets.bounds' margin bounds
 MMR_METHODS = ("mmr", "mmr-univ")               # methods that add the Maximum Margin Regulariser (models.mmr)
 #: k_B schedule (fraction of the hidden units at the first and the last epoch) of each MMR method,
 #: the authors' code: 10 % -> 2 % (Croce et al. 2019), 20 % -> 5 % (Croce & Hein 2020)
@@ -619,17 +619,17 @@ def margin_lower_bounds(model_cfg: ModelConfig, params: Params, x: jax.Array, y:
                         method: str, norm: str, bounds: Optional[Tuple[float, float]]) -> jax.Array:
     """Certified lower bounds ``m (b, K)`` of the margins ``z_y - z_j`` over each point's ball.
 
-    The verifiers' bounds (:func:`rcurves.certify.bounds.training_margins`) on
-    ``certify.from_model(model_cfg, params)``: ``method`` 'ibp' gives
+    The verifiers' bounds (:func:`rcurves.nets.bounds.training_margins`) on
+    ``models.network.to_network(model_cfg, params)``: ``method`` 'ibp' gives
     ``m_IBP``, 'crown-ibp' ``beta_mix * m_CROWN-IBP + (1 - beta_mix) * m_IBP``.
     ``params`` may be traced (the result is differentiable in them), ``x (b,
     *input_shape)``, ``y (b,)``, ``eps`` and ``beta_mix`` scalars (traced);
     ``m[:, y] = 0``; the ball is ``{||x' - x||_norm <= eps} ∩ bounds``.
     """
-    from rcurves.certify.bounds import training_margins
-    from rcurves.certify.layers import from_model
+    from rcurves.nets.bounds import training_margins
+    from rcurves.models.network import to_network
 
-    net = from_model(model_cfg, params)
+    net = to_network(model_cfg, params)
     return training_margins(net, x, y, eps, beta_mix, norm=norm, domain=bounds, crown=method == "crown-ibp")
 
 
@@ -652,9 +652,9 @@ def certified_loss(logits: jax.Array, margins_lb: jax.Array, targets: jax.Array,
 def check_method_arch(model_cfg: ModelConfig, cfg: TrainConfig) -> None:
     """Raise a ValueError (naming ``method`` and ``arch``) when ``cfg.method`` cannot train
     ``model_cfg.arch``: the certified methods need a network the bounds read
-    (``certify.from_model``: 'linear', 'mlp', 'cnn'; not the ResNet's batch norm)."""
+    (``models.network.to_network``: 'linear', 'mlp', 'cnn'; not the ResNet's batch norm)."""
     if cfg.method in CERTIFIED:
-        from rcurves.certify.layers import CERTIFIABLE_ARCHS
+        from rcurves.models.network import CERTIFIABLE_ARCHS
 
         if model_cfg.arch not in CERTIFIABLE_ARCHS:
             raise ValueError(

@@ -15,7 +15,7 @@ import pytest
 
 from rcurves import certify
 from rcurves.certify import bab
-from rcurves.certify import bounds as cb
+from rcurves.nets import bounds as cb
 from tests.certify.test_certify import BOX, _grid_search, _random_mlp
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from attacks import minimal_distance
 from rcurves import certify, models
-from rcurves.certify import bounds as cb
+from rcurves.nets import bounds as cb
 from rcurves.certify import radius as radius_mod
 from rcurves.exact.linear import linear_distance
 
@@ -111,10 +111,10 @@ def test_from_model_reproduces_make_logits_fn():
     x = jax.random.uniform(jax.random.PRNGKey(2), (3, 8, 8, 1))
     want = np.asarray(models.make_logits_fn(cfg, params)(x))
     np.testing.assert_allclose(np.asarray(jax.jit(lambda n, x: n.logits(x))(net, x)), want, rtol=0, atol=1e-6)
-    # the verifiers' linear part of each convolution (certify.layers.conv_phases) is the same map
+    # the verifiers' linear part of each convolution (nets.layers.conv_phases) is the same map
     @jax.jit
     def linear_and_affine(net, z0, z1):
-        lay = certify.layers
+        from rcurves.nets import layers as lay
         return [(lay.block_linear(net.blocks[k], z), lay.block_apply(net.blocks[k], z)
                  - lay.block_apply(net.blocks[k], jnp.zeros_like(z))) for k, z in enumerate((z0, z1))]
 

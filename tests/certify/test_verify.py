@@ -574,7 +574,7 @@ def test_branch_and_bound_falsifies_with_a_rechecked_primal_point_when_the_attac
     (vertices of the box) are counterexamples: 'falsified' by 'bab', the point inside the box and
     misclassified by the model; a re-check that confirms nothing never lets the search say 'falsified'."""
     from rcurves.certify import bab
-    from rcurves.certify.bounds import BoundConfig
+    from rcurves.nets.bounds import BoundConfig
 
     def centre_only(fn, lo, hi, sel, shape, seed):
         return None, VERIFY._recheck(fn, lo, hi, sel, shape, np.zeros((1, lo.size)))[1], "centre", True
@@ -648,7 +648,7 @@ def test_the_budget_does_not_change_the_search(compiled):
 
 def test_branch_and_bound_stops_on_the_clock_and_on_nan(compiled, monkeypatch):
     from rcurves.certify import bab
-    from rcurves.certify.bounds import BoundConfig
+    from rcurves.nets.bounds import BoundConfig
 
     ws, lo, hi, label, others, m = bab_box(most=True)
     rnet = box_network(certify.mlp(ws), lo, hi, label, others)

@@ -1,11 +1,14 @@
-"""ReLU networks as explicit lists of layers, the form the verifiers read.
+"""ReLU networks as explicit lists of layers, the form the verifiers, MMR and the ONNX reader share.
+
+Below both :mod:`rcurves.models` (whose linear, MLP and CNN become a :class:`Network` in
+:func:`rcurves.models.network.to_network`) and :mod:`rcurves.certify` (which bounds them).
 
 A :class:`Network` is a tuple of layers applied in order to one input of shape
 ``input_shape``:
 
 * :class:`Dense` ``z -> W z + b`` with ``W (out, in)``;
 * :class:`Conv` a 'SAME' convolution, NHWC, kernel ``(kh, kw, C, F)``,
-  computed as patches times a matrix by :func:`rcurves.models.conv2d_patches`
+  computed as patches times a matrix by :func:`rcurves.nets.conv.conv2d_patches`
   (the toolkit's CNN computes it the same way, so the two agree to the bit on
   the same inputs);
 * :class:`Reshape` (a flatten is ``Reshape(in_shape, (d,))``);
@@ -32,8 +35,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rcurves.models.architectures import ModelConfig, conv2d_patches
 from attacks.precision import exact_precision
+from rcurves.nets.conv import conv2d_patches
 
 
 def _static(**kw):
@@ -273,7 +276,7 @@ def block_jacobian(block: Sequence[Any], in_shape, out_shape) -> jax.Array:
 # construction and checks
 
 
-def _check_weight(a: Any, name: str, ndim: int) -> jax.Array:
+def check_weight(a: Any, name: str, ndim: int) -> jax.Array:
     if a is None or not hasattr(a, "shape"):
         try:
             a = np.asarray(a)
@@ -358,8 +361,8 @@ def mlp(weights: Sequence[Tuple[Any, Any]]) -> Network:
             w, b = pair
         except (TypeError, ValueError):
             raise ValueError(f"weights[{i}]: expected a pair (W, b)") from None
-        w = _check_weight(w, f"weights[{i}][0] (W)", 2)
-        b = _check_weight(b, f"weights[{i}][1] (b)", 1)
+        w = check_weight(w, f"weights[{i}][0] (W)", 2)
+        b = check_weight(b, f"weights[{i}][1] (b)", 1)
         if b.shape != (w.shape[0],):
             raise ValueError(f"weights[{i}][1] (b): expected shape ({w.shape[0]},) for W of shape "
                              f"{tuple(w.shape)}, got {tuple(b.shape)}")
@@ -372,99 +375,7 @@ def mlp(weights: Sequence[Tuple[Any, Any]]) -> Network:
     return network(layers, (int(layers[0].w.shape[1]),))
 
 
-#: Architectures of ``rcurves.models`` that :func:`from_model` converts.
-CERTIFIABLE_ARCHS = ("linear", "mlp", "cnn")
-
-
-def _model_and_params(model: Any):
-    """``(ModelConfig, params)`` of a loaded toolkit model, or ``(model, None)`` for an ONNX one."""
-    import os
-
-    from rcurves.models.loader import LoadedModel
-
-    if isinstance(model, LoadedModel):
-        if model.model is not None:
-            return model.model, model.params
-        if type(model.logits_fn).__name__ == "OnnxFn":
-            return model, None
-        raise ValueError(f"model_cfg: {model.label!r} is a bare logits_fn; the verifiers need its layers "
-                         "(a zoo, checkpoint or ONNX model, or certify.network(layers, input_shape))")
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".onnx"):
-        return model, None
-    if type(model).__name__ in ("OnnxFn", "ModelProto"):
-        return model, None
-    raise ValueError(f"model_cfg: expected an rcurves.models.ModelConfig (with params), a LoadedModel or an "
-                     f".onnx path, got {type(model).__name__}")
-
-
-def from_model(model_cfg: Any, params: Any = None) -> Network:
-    """The toolkit's linear, MLP or C.1 CNN (``rcurves.models``) as a :class:`Network`.
-
-    ``model_cfg`` may also be a :class:`~rcurves.models.LoadedModel`
-    (``rcurves.models.load(...)``: a zoo or checkpoint model's own
-    ``model`` and ``params`` are used, ``params`` omitted), or an ONNX model:
-    a path ending in ``.onnx``, its ``LoadedModel`` or ``OnnxFn``, which go
-    to :func:`rcurves.certify.onnx_layers.from_onnx`.
-
-    ``params`` is the flax parameter tree of ``model_cfg`` (as in
-    ``zoo.load(...).params``); Dense kernels ``(in, out)`` become ``W (out, in)``.
-    The network computes what ``make_logits_fn(model_cfg, params)`` computes.
-
-    ``params`` may be traced (inside ``jit`` / ``grad``): the network's arrays
-    are then the tracers themselves, so every bound of ``certify.bounds`` is
-    differentiable in the parameters (certified training,
-    ``rcurves.models.training``, builds its network this way in each step).
-
-    Raises:
-      ValueError: ``model_cfg.arch`` not one of :data:`CERTIFIABLE_ARCHS`
-        (the ResNet's batch norm and skip connections are not layers of a
-        :class:`Network`), or parameters missing or of the wrong shape.
-    """
-    if params is None and not isinstance(model_cfg, ModelConfig):
-        model_cfg, params = _model_and_params(model_cfg)
-        if params is None:                       # an ONNX model
-            from rcurves.certify.onnx_layers import from_onnx
-
-            return from_onnx(model_cfg)
-    if not isinstance(model_cfg, ModelConfig):
-        raise ValueError(f"model_cfg: expected an rcurves.models.ModelConfig, got {type(model_cfg).__name__}")
-    if model_cfg.arch not in CERTIFIABLE_ARCHS:
-        raise ValueError(f"model_cfg: arch {model_cfg.arch!r} cannot be written as a ReLU Network; "
-                         f"the verifiers handle {CERTIFIABLE_ARCHS}")
-    if not isinstance(params, dict):
-        raise ValueError("params: expected the flax parameter dict of the model")
-
-    def get(name, leaf, ndim):
-        try:
-            a = params[name][leaf]
-        except (KeyError, TypeError):
-            raise ValueError(f"params: missing {name}/{leaf} for arch {model_cfg.arch!r}") from None
-        return _check_weight(a, f"params[{name!r}][{leaf!r}]", ndim)
-
-    def dense(i):
-        return Dense(get(f"Dense_{i}", "kernel", 2).T, get(f"Dense_{i}", "bias", 1))
-
-    d = math.prod(model_cfg.input_shape)
-    layers: List[Any] = []
-    if model_cfg.arch == "cnn":
-        shape = tuple(model_cfg.image_shape)
-        layers.append(Reshape(shape))
-        for i in range(2):
-            conv = Conv(get(f"Conv2d_{i}", "kernel", 4), get(f"Conv2d_{i}", "bias", 1), 2)
-            shape = conv.out_shape(shape)
-            layers += [conv, ReLU()]
-        layers += [Reshape((math.prod(shape),)), dense(0), ReLU(), dense(1)]
-    else:
-        layers.append(Reshape((d,)))
-        n_dense = len(model_cfg.hidden) + 1 if model_cfg.arch == "mlp" else 1
-        for i in range(n_dense):
-            if i:
-                layers.append(ReLU())
-            layers.append(dense(i))
-    return network(layers, model_cfg.input_shape)
-
-
 __all__ = [
-    "CERTIFIABLE_ARCHS", "Conv", "Dense", "Network", "ReLU", "Reshape", "block_apply", "block_interval",
-    "block_jacobian", "block_linear", "block_transpose", "forward", "from_model", "mlp", "network",
+    "Conv", "Dense", "Network", "ReLU", "Reshape", "block_apply", "block_interval",
+    "block_jacobian", "block_linear", "block_transpose", "check_weight", "forward", "mlp", "network",
 ]

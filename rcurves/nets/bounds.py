@@ -55,11 +55,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rcurves.certify import local as local_path
+from rcurves.nets import local as local_path
 from attacks.precision import exact_precision
-from rcurves.certify.layers import (
-    Network, block_apply, block_interval, block_jacobian, block_transpose,
-)
+from rcurves.nets.layers import Network, block_apply, block_interval, block_jacobian, block_transpose
 
 METHODS = ("ibp", "crown-ibp", "crown", "alpha-crown")
 DUAL = {"linf": 1.0, "l2": 2.0, "l1": math.inf}

@@ -25,7 +25,7 @@ from typing import Tuple
 
 import jax.numpy as jnp
 
-from rcurves.certify.layers import Conv, Network, Reshape
+from rcurves.nets.layers import Conv, Network, Reshape
 from attacks.precision import exact_precision
 
 
@@ -102,7 +102,7 @@ def second_layer_lower(net: Network, relax1, box_lo, box_hi, x, eps, norm: str):
     """Lower bounds of ``h_2`` and ``-h_2`` on the input set, shape ``(2, H2, W2, F2)``.
 
     Args:
-      relax1: the first hidden layer's :class:`~rcurves.certify.bounds.Relax`.
+      relax1: the first hidden layer's :class:`~rcurves.nets.bounds.Relax`.
       box_lo, box_hi, x: the input box and the point, shaped as conv1's input.
       eps: the radius; norm: 'linf', 'l2' or 'l1' (dual norm bound for l_2, l_1).
     """
