@@ -39,11 +39,12 @@ def flat_norm(norm: str, v: jax.Array) -> jax.Array:
 
 
 #: The re-check's fallback: where a candidate that the search's fast products called adversarial is not
-#: adversarial at full precision, the perturbation is lengthened by these factors in turn (clipped to the
+#: adversarial at full precision, the perturbation is lengthened by the factors ``1 + s`` in turn (clipped to the
 #: bounds) and the first that passes is returned. TF32 products are off by a relative 2**-11 per operand and
-#: bfloat16 ones by 2**-8, so a candidate the search placed just past the fast model's boundary is a few
-#: 2**-11 .. 2**-8 of its length inside the exact model's; the last factor, 1 + 2**-3, is a wide margin.
-RECHECK_SCALES = (2.0 ** -12, 2.0 ** -9, 2.0 ** -6, 2.0 ** -3)
+#: bfloat16 ones by 2**-8: that moves the fast model's boundary by an amount set by the logits' scale, not by the
+#: point's distance, so a point near the boundary may need its perturbation several times longer; the ladder runs
+#: from 2**-12 (a last-bit landing) to 7 (8x: far from tight, but a verified distance rather than none).
+RECHECK_SCALES = (2.0 ** -12, 2.0 ** -9, 2.0 ** -6, 2.0 ** -3, 0.5, 1.0, 3.0, 7.0)
 
 
 def _adversarial(logits_fn, x_adv, y, bounds):

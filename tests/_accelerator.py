@@ -84,11 +84,21 @@ def emulate(kind: str = "tf32") -> Iterator[None]:
             return rule(ctx, lhs, rhs, precision=precision, **params)
         return emulated
 
-    with _lowering(make_rule):
-        yield
+    _ACTIVE.append(kind)
+    try:
+        with _lowering(make_rule):
+            yield
+    finally:
+        _ACTIVE.pop()
 
 
+_ACTIVE: List[str] = []
 _installed = []
+
+
+def active() -> "str | None":
+    """The kind being emulated now (``'tf32'``, ``'bf16'``), or None."""
+    return _ACTIVE[-1] if _ACTIVE else None
 
 
 def install(kind: str) -> None:
