@@ -26,7 +26,7 @@ import json
 import os
 import platform
 import shutil
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from rcurves.files import atomic_write_bytes, atomic_write_json, file_sha256
 from rcurves.models.checkpoint import META_FILE, PARAMS_FILE, Checkpoint, CheckpointError, load_checkpoint
@@ -59,24 +59,30 @@ def manifest(folder: Optional[str] = None) -> Dict[str, Dict[str, Any]]:
 
 def shipped_path(name: str, recipe_key: str, folder: Optional[str] = None) -> Optional[str]:
     """The folder of ``name``'s shipped weights if the manifest lists them under ``recipe_key``, else None."""
-    rec = manifest(folder).get(name)
+    return _listed(name, recipe_key, folder, manifest(folder))
+
+
+def _listed(name: str, recipe_key: str, folder: Optional[str], listing: Dict[str, Dict[str, Any]]) -> Optional[str]:
+    rec = listing.get(name)
     if rec is None or rec.get("recipe_key") != recipe_key:
         return None
     return os.path.join(weights_dir(folder), rec["folder"])
 
 
-def load_shipped(name: str, recipe_key: str, folder: Optional[str] = None) -> Optional[Checkpoint]:
-    """The shipped checkpoint of zoo entry ``name`` if its recipe key is ``recipe_key``; None otherwise.
+def find(name: str, recipe_key: str, folder: Optional[str] = None) -> Optional[Tuple[str, Checkpoint]]:
+    """``(folder, checkpoint)`` of zoo entry ``name``'s shipped weights if they were trained under ``recipe_key``
+    (the manifest read once, both files checked against their sha256); None when none are shipped for it.
 
     Raises:
       CheckpointError: a listed file is missing or its sha256 differs from the
         manifest (corrupt or tampered: never loaded), or the checkpoint is
         otherwise unreadable.
     """
-    path = shipped_path(name, recipe_key, folder)
+    listing = manifest(folder)
+    path = _listed(name, recipe_key, folder, listing)
     if path is None:
         return None
-    rec = manifest(folder)[name]
+    rec = listing[name]
     for file, key in ((PARAMS_FILE, "params_sha256"), (META_FILE, "meta_sha256")):
         target = os.path.join(path, file)
         if not os.path.isfile(target):
@@ -87,7 +93,14 @@ def load_shipped(name: str, recipe_key: str, folder: Optional[str] = None) -> Op
             raise CheckpointError(f"shipped weights {target!r}: sha256 {got} differs from the manifest's "
                                   f"{rec[key]}; refusing to load a corrupt or altered file (restore it from the "
                                   "repository, or load with retrain=True)")
-    return load_checkpoint(path)
+    return path, load_checkpoint(path)
+
+
+def load_shipped(name: str, recipe_key: str, folder: Optional[str] = None) -> Optional[Checkpoint]:
+    """The shipped checkpoint of zoo entry ``name`` if its recipe key is ``recipe_key``; None otherwise
+    (:func:`find` without the folder)."""
+    found = find(name, recipe_key, folder)
+    return None if found is None else found[1]
 
 
 def _machine() -> Dict[str, str]:
@@ -140,4 +153,4 @@ def ship(name: str, recipe_key: str, checkpoint_dir: str, folder: Optional[str] 
     return dest
 
 
-__all__ = ["WEIGHTS_DIR", "load_shipped", "manifest", "ship", "shipped_path", "weights_dir"]
+__all__ = ["WEIGHTS_DIR", "find", "load_shipped", "manifest", "ship", "shipped_path", "weights_dir"]

@@ -328,9 +328,12 @@ def checkpoint_path(e: ZooEntry, cache: Optional[str] = None) -> str:
     return _path(_entry_of(e), _training_set(_entry_of(e))[2], cache)
 
 
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
 def _path(e: ZooEntry, data_fingerprint: str, cache: Optional[str]) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in e.name)
-    return os.path.join(cache or default_cache(), "models", f"{safe}-{cache_key(e, data_fingerprint)}")
+    return os.path.join(cache or default_cache(), "models", f"{_safe(e.name)}-{cache_key(e, data_fingerprint)}")
 
 
 def is_shipped(name: "str | ZooEntry") -> bool:
@@ -391,10 +394,15 @@ def load(name: "str | ZooEntry", *, cache: Optional[str] = None, retrain: bool =
 
     Returns:
       :class:`ZooModel`.
+
+    One pass, each step once and in order: the entry, its training data (whose fingerprint is part of the
+    recipe key), the key; then the shipped weights of that key (:func:`rcurves.models.shipped.find`), else
+    the cached checkpoint, else training (and caching). ``source`` says which step served it.
     """
     e = _entry_of(name)
     x, y, fp = _training_set(e)
-    path = _path(e, fp, cache)
+    key = cache_key(e, fp)
+    path = os.path.join(cache or default_cache(), "models", f"{_safe(e.name)}-{key}")
     every = None
     if checkpoint_every is not None:
         from attacks.checks import check_positive_int
@@ -403,7 +411,19 @@ def load(name: "str | ZooEntry", *, cache: Optional[str] = None, retrain: bool =
         have = {ep for ep, _ in epoch_checkpoints(e, cache)}
         retrain = retrain or not set(kept_epochs(e, every)) <= have
     with _lock(path):   # two processes asking for the same untrained model: one trains, one waits
-        return _load_locked(e, x, y, fp, path, retrain=retrain, progress=progress, every=every)
+        if not retrain:
+            found = shipped.find(e.name, key)   # raises on a corrupt or altered file
+            if found is not None:
+                where, ckpt = found
+                return ZooModel(e.name, e, ckpt.logits_fn, ckpt.params, ckpt.model, dict(ckpt.metrics), where, False,
+                                ckpt, "shipped")
+        ckpt = None if retrain else _cached(path, fp)
+        fresh = ckpt is None
+        if fresh:
+            _train_and_save(e, x, y, fp, path, progress=progress, every=every)
+            ckpt = load_checkpoint(path)
+        return ZooModel(e.name, e, ckpt.logits_fn, ckpt.params, ckpt.model, dict(ckpt.metrics), path, fresh, ckpt,
+                        "trained" if fresh else "cache")
 
 
 @contextlib.contextmanager
@@ -422,29 +442,17 @@ def _lock(path: str):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-def _load_locked(e: ZooEntry, x, y, fp: str, path: str, *, retrain: bool, progress: bool,
-                 every: Optional[int] = None) -> ZooModel:
-    if not retrain:
-        ckpt = shipped.load_shipped(e.name, cache_key(e, fp))   # raises on a corrupt or altered file
-        if ckpt is not None:
-            where = shipped.shipped_path(e.name, cache_key(e, fp))
-            return ZooModel(e.name, e, ckpt.logits_fn, ckpt.params, ckpt.model, dict(ckpt.metrics), where, False,
-                            ckpt, "shipped")
-    ckpt = None
-    if not retrain and os.path.isdir(path):
-        try:
-            ckpt = load_checkpoint(path)
-            if ckpt.data_fingerprint != fp:
-                ckpt = None
-        except CheckpointError as err:
-            print(f"rcurves: warning: cached model {path} unusable ({err}); retraining", file=sys.stderr)
-            ckpt = None
-    fresh = ckpt is None
-    if fresh:
-        _train_and_save(e, x, y, fp, path, progress=progress, every=every)
+def _cached(path: str, fp: str) -> Optional[Checkpoint]:
+    """The checkpoint cached at ``path`` if it was trained on data of fingerprint ``fp``; None (with a warning for
+    an unreadable one) otherwise."""
+    if not os.path.isdir(path):
+        return None
+    try:
         ckpt = load_checkpoint(path)
-    return ZooModel(e.name, e, ckpt.logits_fn, ckpt.params, ckpt.model, dict(ckpt.metrics), path, fresh, ckpt,
-                    "trained" if fresh else "cache")
+    except CheckpointError as err:
+        print(f"rcurves: warning: cached model {path} unusable ({err}); retraining", file=sys.stderr)
+        return None
+    return ckpt if ckpt.data_fingerprint == fp else None
 
 
 def _train_and_save(e: ZooEntry, x, y, fp: str, path: str, *, progress: bool, every: Optional[int] = None) -> None:
