@@ -577,7 +577,7 @@ def residual_greater(c: Contrast, *, effect: float, alpha: float = 0.05, power: 
     sample it would need. ``p``: the one-sided p for the claim (1 when there is no test)."""
     from scipy.stats import norm
 
-    from rcurves.claims.verdicts import _ladder   # the one effect ladder of the verdict rules
+    from rcurves.claims.verdict import _ladder   # the one effect ladder of the verdict rules
 
     t = _t_of(c, effect, what)
     if hasattr(t, "verdict"):   # no test possible: the inconclusive Verdict

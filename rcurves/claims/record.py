@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from rcurves.claims.verdicts import KINDS, VERDICTS, Verdict
+from rcurves.claims.verdict import KINDS, VERDICTS, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 CLAIM_KEYS = {"paper", "item", "claim", "ours", "verdict", "why", "kind"}

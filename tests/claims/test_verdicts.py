@@ -4,6 +4,10 @@ import math
 import numpy as np
 import pytest
 
+from rcurves.claims import paired_counts as PC
+from rcurves.claims import paired_values as PV
+from rcurves.claims import rank_correlation as RC
+from rcurves.claims import verdict as VD
 from rcurves.claims import verdicts as V
 
 
@@ -74,8 +78,8 @@ def test_correlation_power_against_exact_enumeration():
     """The p-values the power counts are the exact test's (size 5/120 at n = 5); power rises with n and effect;
     5 models against rho 0.6 (004's and 003's case) have power far below 0.8."""
     # exact size at n = 5: the orderings with p < 0.05 are those with rho >= 0.9 (5 of 120)
-    null = V._spearman_null(5)
-    assert np.isclose(np.mean(V._spearman_p(null, 5) < 0.05), 5 / 120)
+    null = RC._spearman_null(5)
+    assert np.isclose(np.mean(RC._spearman_p(null, 5) < 0.05), 5 / 120)
     p5 = V.correlation_power(5, 0.6)
     assert 0.15 < p5 < 0.35
     assert V.correlation_power(5, 0.6) < V.correlation_power(8, 0.6) < V.correlation_power(20, 0.6)
@@ -84,7 +88,7 @@ def test_correlation_power_against_exact_enumeration():
     # small-n p agrees with the exact permutation p of correlation itself
     ys = [2.0, 1.0, 4.0, 3.0, 6.0, 5.0]
     v = V.correlation(np.arange(6.0), ys)
-    assert np.isclose(v.p, V._spearman_p(np.array([0.8285714285714286]), 6)[0])
+    assert np.isclose(v.p, RC._spearman_p(np.array([0.8285714285714286]), 6)[0])
 
 
 def test_all_of_takes_the_worst():
@@ -134,7 +138,7 @@ def test_paired_direction_all_outcomes():
     # the power is that of the one-sided test: brute force over the binomial for k = 20
     from scipy.stats import binom
     c = min(c for c in range(21) if binom.sf(c - 1, 20, 0.5) < 0.05)
-    assert V._one_sided_power(20, 0.7, 0.05) == pytest.approx(binom.sf(c - 1, 20, 0.7), rel=1e-12)
+    assert PC._one_sided_power(20, 0.7, 0.05) == pytest.approx(binom.sf(c - 1, 20, 0.7), rel=1e-12)
 
 
 def test_rate_below_all_outcomes():
@@ -298,9 +302,9 @@ def test_auc_greater_all_outcomes():
     assert v.verdict == "inconclusive" and "would be needed" in v.why
     assert V.auc_greater([1.0, 2.0], []).verdict == "inconclusive"
     # the power grows with n and reaches 0.8 where the rule says it does
-    assert V._auc_power(10, 10, 0.65, 0.05) < V._auc_power(100, 100, 0.65, 0.05)
+    assert PV._auc_power(10, 10, 0.65, 0.05) < PV._auc_power(100, 100, 0.65, 0.05)
     k = int(v.why.split("about ")[1].split()[0]) // 5
-    assert V._auc_power(5 * k, 5 * k, 0.65, 0.05) >= 0.8 > V._auc_power(5 * (k - 1), 5 * (k - 1), 0.65, 0.05)
+    assert PV._auc_power(5 * k, 5 * k, 0.65, 0.05) >= 0.8 > PV._auc_power(5 * (k - 1), 5 * (k - 1), 0.65, 0.05)
 
 
 @pytest.mark.parametrize("call,name", [
@@ -347,7 +351,7 @@ def test_the_ladder_takes_each_step():
         calls.append(1)
         return "about 9 would be needed"
 
-    lad = lambda **kw: V._ladder("t", what="x", level=0.05, need=need, **kw)
+    lad = lambda **kw: VD._ladder("t", what="x", level=0.05, need=need, **kw)
     v = lad(p_for=0.01, p_against=0.99, could=True)
     assert (v.verdict, v.p) == ("reproduced", 0.01)
     v = lad(p_for=0.99, p_against=0.01, could=True)
@@ -358,11 +362,11 @@ def test_the_ladder_takes_each_step():
     v = lad(p_for=0.3, p_against=0.7, could=False)
     assert (v.verdict, v.why) == ("inconclusive", "about 9 would be needed") and calls == [1]
     # booleans instead of p-values (interval rules), the reported p apart from the deciding one
-    v = V._ladder("t", what="x", sig_for=True, sig_against=False, p=0.2)
+    v = VD._ladder("t", what="x", sig_for=True, sig_against=False, p=0.2)
     assert (v.verdict, v.p) == ("reproduced", 0.2)
     # "nowhere the other way" claims check the against step first
-    assert V._ladder("t", what="x", sig_for=True, sig_against=True).verdict == "reproduced"
-    assert V._ladder("t", what="x", sig_for=True, sig_against=True, against_first=True).verdict == "differs"
+    assert VD._ladder("t", what="x", sig_for=True, sig_against=True).verdict == "reproduced"
+    assert VD._ladder("t", what="x", sig_for=True, sig_against=True, against_first=True).verdict == "differs"
 
 
 def test_paired_effect_asks_whether_the_sample_could_have_shown_the_effect():
@@ -390,8 +394,8 @@ def test_paired_effect_asks_whether_the_sample_could_have_shown_the_effect():
     # the number quoted gives the power, and is about the first that does
     v = V.paired_effect(8, 7, effect=0.652)
     need = int(v.why.split("about ")[1].split()[0])
-    assert V._one_sided_power(need, 0.652, 0.05) >= 0.8
-    assert max(V._one_sided_power(m, 0.652, 0.05) for m in range(16, int(0.8 * need))) < 0.8
+    assert PC._one_sided_power(need, 0.652, 0.05) >= 0.8
+    assert max(PC._one_sided_power(m, 0.652, 0.05) for m in range(16, int(0.8 * need))) < 0.8
     # p is on the scale of alpha: times tests
     assert V.paired_effect(30, 2, tests=4).p == pytest.approx(4 * binom.sf(29, 32, 0.5), rel=1e-12)
     assert V.paired_effect(0, 40, tests=4).p == 1.0
