@@ -22,6 +22,8 @@ EXACT_PACKAGES = ("rcurves.certify", "rcurves.exact", "rcurves.nets")
 EXEMPT = {
     "rcurves.certify.bab.bab_config": "builds a config",
     "rcurves.certify.bab.bab_jit": "jax.jit of _bab_program, which is decorated",
+    "rcurves.certify.bab_device.bab_jit": "jax.jit of _bab_program, which is decorated",
+    "rcurves.certify.bab_settings.bab_config": "builds a config",
     "rcurves.certify.band.band_lines": "formats text",
     "rcurves.certify.band.band_summary": "counts given distances (no products)",
     "rcurves.certify.band.robustness_band": "counts given distances (no products)",

@@ -247,7 +247,8 @@ def certified_radius(
 
 def _bab_radius(net, x, y, norm, bounds, upper, search_steps, alpha_steps, alpha_lr, budget):
     """``certified_radius(method='bab')``: CROWN's radius, then branch and bound above it."""
-    from rcurves.certify.bab import bab_config, bab_jit
+    from rcurves.certify.bab_device import bab_jit
+    from rcurves.certify.bab_settings import bab_config
 
     rounds = checks.check_positive_int(8 if search_steps is None else search_steps, "search_steps")
     alpha_steps = checks.check_positive_int(alpha_steps, "alpha_steps")

@@ -30,7 +30,7 @@ when it decides:
    ``'crown'``. It ends 'unknown' when the time or the budget is out, or for
    good when a subdomain with no unstable ReLU left still has a bound that
    is not positive and its exact LP (the network is affine there:
-   ``bab._exact_leaf``) neither proves it nor gives a counterexample (with
+   ``bab_lp._exact_leaf``) neither proves it nor gives a counterexample (with
    ``per_margin=False``, one joint search of all margins, also when more than ``bab.BaBConfig.rows`` (9) classes are in
    ``others`` and a margin outside the 9 it branches on is not proven by
    CROWN at the root). Every subdomain it bounds also proposes a
@@ -147,7 +147,7 @@ REFRESH = 4
 CUTS = 1
 #: ``bab.BaBConfig.second_cuts`` of the searches (MLPs of any depth): rounds of separating the first layer's
 #: cuts for each bound of the second layer's unstable units, where a search is still open after
-#: ``bab.SECOND_AFTER`` subdomains without (``certify.cutting.second_layer_bounds``). On
+#: ``bab_host.SECOND_AFTER`` subdomains without (``certify.cutting.second_layer_bounds``). On
 #: ``benchmarks/verify_speed.py``'s MLPs (alone on 2 cores): 784-256-256-10 from 67 to 69 of 90, both open
 #: boxes at eps 0.02 proven (13.1 s and 37.1 s; one was open after 210 s before), eps 0.03 point 2 in 2,462
 #: subdomains instead of 40,991; 784-256x4-10 from 13 to 16 of 30. The LPs cost 3-20 s per box (see
@@ -456,7 +456,8 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, *
     ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``, ``refresh``, ``cuts``; default the
     module's: ``refresh`` :data:`REFRESH` on networks with more than two hidden layers, ``cuts`` :data:`CUTS` on
     the others, ``second_cuts`` :data:`SECOND_CUTS` on all)."""
-    from rcurves.certify.bab import SearchResult, bab_config, bab_search
+    from rcurves.certify.bab_host import SearchResult, bab_search
+    from rcurves.certify.bab_settings import bab_config
     from rcurves.nets.bounds import BoundConfig
 
     left = deadline - time.perf_counter()
@@ -499,7 +500,7 @@ def _per_margin(net: Network, lo, hi, label: int, others: Sequence[int], crown, 
     subdomains over 8 margins and 8.4-9.7 s; on open boxes the searched margin's bound rises further than
     the joint search's lowest bound (-0.36 after 60 s against -0.98; -0.53 after 30 s against -2.18 after
     60 s), but none of the 24 boxes the joint search leaves open within 60 s is decided."""
-    from rcurves.certify.bab import SearchResult
+    from rcurves.certify.bab_host import SearchResult
 
     crown = np.asarray(crown, np.float64)
     lower = np.where(np.isnan(crown), -np.inf, crown)

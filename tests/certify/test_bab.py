@@ -1,4 +1,4 @@
-"""Branch and bound (rcurves/certify/bab.py): the frontier reused across radii, NaN, l_2.
+"""Branch and bound (rcurves/certify/bab*.py): the frontier reused across radii, NaN, l_2.
 
 Soundness is checked against brute force on 2-D inputs: every grid point the
 network classifies differently from ``y`` is an adversarial example, so the
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rcurves import certify
-from rcurves.certify import bab
+from rcurves.certify import bab, bab_bounds, bab_cuts, bab_host, bab_lp, bab_root
 from rcurves.nets import bounds as cb
 from tests.certify.test_certify import BOX, _grid_search, _random_mlp
 
@@ -159,8 +159,8 @@ def test_recomputing_only_the_root_unstable_units_changes_no_verdict():
         assert (a.verified, a.reason, a.bounded) == (b.verified, b.reason, b.bounded), (i, a, b)
         assert a.lower == pytest.approx(b.lower, rel=1e-4, abs=1e-5)
         seen += a.bounded > 1
-        root = bab._root(prep, jnp.asarray(x), jnp.int32(y), jnp.float32(eps), bab.bab_config(bc, 512))
-        rows = bab._unstable_rows(prep, root)
+        root = bab_root._root(prep, jnp.asarray(x), jnp.int32(y), jnp.float32(eps), bab.bab_config(bc, 512))
+        rows = bab_host._unstable_rows(prep, root)
         assert rows[0] is None
         for (l, u), r in zip(root.bounds[1:], rows[1:]):
             unstable = np.flatnonzero(((np.asarray(l) < 0) & (np.asarray(u) > 0)).reshape(-1))
@@ -194,7 +194,7 @@ def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
     (exact intervals). And the search on them stays below the brute-force minimum margin."""
     net, bc, prep, rng, x, y = _ball_6d([6, 24, 24, 24, 3], 7, 0)
     eps = 0.3
-    r0, r1 = (bab._root(prep, jnp.asarray(x), jnp.int32(y), jnp.float32(eps), bab.bab_config(bc, 64, tighten=t))
+    r0, r1 = (bab_root._root(prep, jnp.asarray(x), jnp.int32(y), jnp.float32(eps), bab.bab_config(bc, 64, tighten=t))
               for t in (0, 30))
     pts = _ball_samples(rng, x, eps)
     h, narrower = pts, []
@@ -217,14 +217,14 @@ def test_tightened_root_bounds_hold_on_the_box_and_are_never_wider_than_crown():
 @pytest.mark.highest
 def test_second_layer_by_split_corrections_equals_the_full_pull_back_and_holds_on_the_subdomain(monkeypatch):
     """``BaBConfig.first_splits``: the second layer's bounds on a subdomain as the root's pull-back plus one
-    correction per split first-layer unit (``bab._second_layer``) equal the full pull-back through the
+    correction per split first-layer unit (``bab_bounds._second_layer``) equal the full pull-back through the
     subdomain's relaxation (CROWN, as ``recompute`` did) while at most ``S`` first-layer units are split;
     with more (the extra splits keep the root's relaxation, which holds on the whole ball) as with fewer,
     the lower and upper bounds contain the true pre-activations of random points of the subdomain (sound),
     and the search on them stays below the grid's minimum margin."""
     net, bc, prep, rng, x, y = _ball_6d([6, 32, 24, 3], 5, 1)
     eps = jnp.float32(0.4)
-    root = bab._root(prep, jnp.asarray(x), jnp.int32(y), eps, bab.bab_config(bc, 64))
+    root = bab_root._root(prep, jnp.asarray(x), jnp.int32(y), eps, bab.bab_config(bc, 64))
     l0, u0 = (np.asarray(v).reshape(-1) for v in root.bounds[0])
     unstable = np.flatnonzero((l0 < 0) & (u0 > 0))
     assert unstable.size >= 12, unstable.size
@@ -238,11 +238,11 @@ def test_second_layer_by_split_corrections_equals_the_full_pull_back_and_holds_o
         return np.asarray(cb.concretize(lam, b, jnp.asarray(x), eps, bc)[0])
 
     S = 4
-    fast = jax.jit(bab._second_layer(prep, root, jnp.asarray(x), eps, bc, None, S))
+    fast = jax.jit(bab_bounds._second_layer(prep, root, jnp.asarray(x), eps, bc, None, S))
     rows = jnp.asarray([0, 3, 7, 11, 3], jnp.int32)          # a subset of the second layer, one repeated (padding)
-    some = jax.jit(bab._second_layer(prep, root, jnp.asarray(x), eps, bc, rows, S))
-    monkeypatch.setattr(bab, "FIRST_JACOBIAN_MAX", 0)      # the first layer's rows by its transpose instead
-    by_transpose = jax.jit(bab._second_layer(prep, root, jnp.asarray(x), eps, bc, None, S))
+    some = jax.jit(bab_bounds._second_layer(prep, root, jnp.asarray(x), eps, bc, rows, S))
+    monkeypatch.setattr(bab_bounds, "FIRST_JACOBIAN_MAX", 0)      # the first layer's rows by its transpose instead
+    by_transpose = jax.jit(bab_bounds._second_layer(prep, root, jnp.asarray(x), eps, bc, None, S))
     pts0 = np.clip(x + eps * rng.uniform(-1, 1, (40000, 6)), -1, 1).astype(np.float32)
     z1 = pts0 @ np.asarray(dense1[0].w).T + np.asarray(dense1[0].b)
     z2 = np.maximum(z1, 0) @ np.asarray(dense1[1].w).T + np.asarray(dense1[1].b)
@@ -288,8 +288,8 @@ def test_inherited_hidden_bounds_only_narrow_and_hold_on_the_subdomain():
     net, bc, prep, rng, x, y = _ball_6d([6, 32, 24, 24, 3], 5, 2)
     eps = jnp.float32(0.4)
     cfg = bab.bab_config(bc, 64, refresh=3)
-    root = bab._root(prep, jnp.asarray(x), jnp.int32(y), eps, cfg)
-    sub = jax.jit(bab._bounder(prep, root, jnp.asarray(x), eps, cfg)[3], static_argnums=2)
+    root = bab_root._root(prep, jnp.asarray(x), jnp.int32(y), eps, cfg)
+    sub = jax.jit(bab_bounds._bounder(prep, root, jnp.asarray(x), eps, cfg)[3], static_argnums=2)
     flat = lambda bs: [(np.asarray(l).reshape(-1), np.asarray(u).reshape(-1)) for l, u in bs]   # noqa: E731
     lr = flat(root.bounds)
     sizes = [l.size for l, _ in lr]
@@ -337,7 +337,7 @@ def test_inherited_hidden_bounds_only_narrow_and_hold_on_the_subdomain():
     assert checked == 12, checked
     net2 = _random_mlp([2, 24, 24, 24, 3], 4)         # 2-D: the grid's minimum margin is known
     cfg2 = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 512, steps=10, refresh=3)
-    search_split, seen = bab._search_split, []
+    search_split, seen = bab_host._search_split, []
 
     def spy(*a, **kw):
         seen.append(kw["fresh"])
@@ -347,7 +347,7 @@ def test_inherited_hidden_bounds_only_narrow_and_hold_on_the_subdomain():
     for i, (xb, yb, e, m) in enumerate(_balls(net2, 2, (0.95, 1.03), 1)):
         seen.clear()
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(bab, "_search_split", spy)
+            mp.setattr(bab_host, "_search_split", spy)
             res = bab.bab_search(net2, xb, yb, e, cfg2)
         assert res.lower <= m + 1e-4 * (1 + abs(m)) and (not res.verified or m > 0), (i, res, m)
         # the root, then the first two splits from its bounds, then every batch with a parent 2 splits old
@@ -360,23 +360,23 @@ def test_inherited_hidden_bounds_only_narrow_and_hold_on_the_subdomain():
 
 @pytest.mark.parametrize("few", [0, 1])
 def test_batches_with_few_first_layer_splits_get_the_same_bounds(monkeypatch, few):
-    """``bab.FEW_FIRST_SPLITS``: batches whose subdomains have at most that many split first-layer units run
+    """``bab_host.FEW_FIRST_SPLITS``: batches whose subdomains have at most that many split first-layer units run
     the program that corrects only that many; none is left out, so the search is the one that corrects
     ``first_splits`` (8 here) everywhere: the same verdicts, subdomains and lower bounds, below the grid's
     minimum margin (with 1, both programs run within a search; 0 turns it off)."""
     net = _random_mlp([2, 24, 24, 24, 3], 4)
     cfg = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 512, steps=10, first_splits=8)
-    split, seen = bab._search_split, []
+    split, seen = bab_host._search_split, []
 
     def spy(*a, **kw):
         seen.append(kw["cfg"].first_splits)
         return split(*a, **kw)
 
-    monkeypatch.setattr(bab, "_search_split", spy)
+    monkeypatch.setattr(bab_host, "_search_split", spy)
     balls = _balls(net, 2, (0.95, 1.03), 1)
     out = {}
     for f in (few, 8):
-        monkeypatch.setattr(bab, "FEW_FIRST_SPLITS", f)
+        monkeypatch.setattr(bab_host, "FEW_FIRST_SPLITS", f)
         out[f] = [bab.bab_search(net, x, y, e, cfg) for x, y, e, m in balls]
         if f == few:
             assert set(seen) == ({1, 8} if few else {8}), set(seen)
@@ -404,7 +404,7 @@ def test_the_host_frontier_grows_and_hands_out_its_lowest_subdomains():
         return (np.tile(np.arange(k, dtype=np.int8)[:, None], (1, 3)), lb, np.arange(k, dtype=np.int32),
                 [np.repeat(lb[:, None, None], 2, axis=1)])
 
-    pool = bab._Pool(*rows([5.0]))
+    pool = bab_host._Pool(*rows([5.0]))
     pool.add(*rows([3.0, -1.0, 7.0, 0.5, 2.0]))
     assert pool.n == 6 and pool.lb.shape[0] >= 6 and pool.lowest() == -1.0
     sgn, nxt, leaves = pool.take(3)
@@ -418,16 +418,16 @@ def test_the_host_frontier_grows_and_hands_out_its_lowest_subdomains():
 
 
 def test_an_exact_leaf_lp_is_the_minimum_over_its_activation_region():
-    """``bab._exact_leaf`` on subdomains with every root-unstable unit split to the activation pattern of a
+    """``bab_lp._exact_leaf`` on subdomains with every root-unstable unit split to the activation pattern of a
     random point of the box (a 2-6-6-3 MLP, l_inf): the LP's minimum equals the smallest margin over the grid
     points of the box with that pattern, up to the grid's resolution (never above it), its point lies in the
     box, has the pattern and the margin the LP gives; a pattern no point of the box has is an empty leaf."""
     net = _random_mlp((2, 6, 6, 3), 4)
     x, y, eps = jnp.asarray([0.1, -0.2], jnp.float32), 0, 0.6
     cfg = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 64)
-    pcfg = bab._program_cfg(cfg)
-    prep, root, _ = bab._search_root(net, x, jnp.int32(y), jnp.float32(eps), cfg=pcfg)
-    blocks = bab._leaf_blocks(prep)
+    pcfg = bab_host._program_cfg(cfg)
+    prep, root, _ = bab_host._search_root(net, x, jnp.int32(y), jnp.float32(eps), cfg=pcfg)
+    blocks = bab_lp._leaf_blocks(prep)
     l0 = np.concatenate([np.asarray(l).reshape(-1) for l, _ in root.bounds])
     u0 = np.concatenate([np.asarray(u).reshape(-1) for _, u in root.bounds])
     unstable = (l0 < 0) & (u0 > 0)
@@ -448,8 +448,8 @@ def test_an_exact_leaf_lp_is_the_minimum_over_its_activation_region():
     checked = 0
     for i in rng.choice(len(pts), 6, replace=False):
         sgn = np.where(unstable, np.where(pattern[i], -1, 1), 0).astype(np.int8)
-        leaf = bab._leaf_bounds(prep, root, x, jnp.float32(eps), jnp.asarray(sgn), None, cfg=pcfg)
-        value, point = bab._exact_leaf(blocks, root, leaf, x, eps, cfg)
+        leaf = bab_host._leaf_bounds(prep, root, x, jnp.float32(eps), jnp.asarray(sgn), None, cfg=pcfg)
+        value, point = bab_lp._exact_leaf(blocks, root, leaf, x, eps, cfg)
         same = np.all(pattern[:, unstable] == pattern[i, unstable], axis=1)
         grid_min = margins[same].min()
         assert value <= grid_min + 1e-6 and value >= grid_min - 0.05, (value, grid_min)
@@ -469,8 +469,8 @@ def test_an_exact_leaf_lp_is_the_minimum_over_its_activation_region():
     assert checked == 6 and missing
     sgn = np.zeros(unstable.size, np.int8)
     sgn[unstable] = missing[0]
-    leaf = bab._leaf_bounds(prep, root, x, jnp.float32(eps), jnp.asarray(sgn), None, cfg=pcfg)
-    emptiness = bab._exact_leaf(blocks, root, leaf, x, eps, cfg)
+    leaf = bab_host._leaf_bounds(prep, root, x, jnp.float32(eps), jnp.asarray(sgn), None, cfg=pcfg)
+    emptiness = bab_lp._exact_leaf(blocks, root, leaf, x, eps, cfg)
     assert emptiness == (np.inf, None)                             # the LP is infeasible: an empty leaf
 
 
@@ -480,7 +480,7 @@ def _mixture_bound(prep, root, x, eps, bc, theta=None):
     rel = [cb.relax(l, u) for l, u in root.bounds]
     sg = [jnp.zeros_like(l) for l, _ in root.bounds]
     cut = None if theta is None else (root.cuts, theta, (root.bounds[0][0] < 0) & (root.bounds[0][1] > 0))
-    lam, b = bab._backsub_split(prep, rel, sg, sg, root.lam0, root.b0, cut)
+    lam, b = bab_bounds._backsub_split(prep, rel, sg, sg, root.lam0, root.b0, cut)
     return np.asarray(cb.concretize(lam, b, x, eps, bc)[0])
 
 
@@ -494,8 +494,8 @@ def test_first_layer_cuts_hold_on_the_box_and_mix_to_the_triangle():
     eps = 0.4
     cfg = bab.bab_config(bc, 64, cuts=3)
     xj, yj, ej = jnp.asarray(x), jnp.int32(y), jnp.float32(eps)
-    root = bab._root(prep, xj, yj, ej, cfg)
-    cuts = bab._root_cuts(bab._leaf_blocks(prep), root, xj, ej, cfg)
+    root = bab_root._root(prep, xj, yj, ej, cfg)
+    cuts = bab_cuts._root_cuts(bab_lp._leaf_blocks(prep), root, xj, ej, cfg)
     assert cuts is not None
     h1 = root.bounds[0][0].shape[0]
     real = np.asarray(cuts.unit) < h1
@@ -542,7 +542,7 @@ def test_first_layer_cuts_prove_what_the_triangle_cannot(monkeypatch):
     net = certify.mlp([(w1, np.array([0, 10, 10], np.float32)), (w2, np.array([2.5, 0], np.float32))])
     bc = cb.BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0))
     x = np.zeros(2, np.float32)
-    monkeypatch.setattr(bab, "CUT_THETA0", -2.0)
+    monkeypatch.setattr(bab_cuts, "CUT_THETA0", -2.0)
     plain, cut = (bab.bab_search(net, x, 0, 1.0, bab.bab_config(bc, 1, steps=30, cuts=k)) for k in (0, 1))
     assert not plain.verified and plain.lower == pytest.approx(-0.5, abs=1e-5), plain
     assert cut.verified and 0.0 < cut.lower <= 0.5 + 1e-5, cut
@@ -575,9 +575,9 @@ def test_second_layer_lp_bounds_come_after_second_after_subdomains_and_keep_sear
     net = _random_mlp([2, 8, 8, 3], 6)
     bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
     calls = []
-    real = bab._second_tightened
-    monkeypatch.setattr(bab, "_second_tightened", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr(bab, "SECOND_AFTER", 8)
+    real = bab_host._second_tightened
+    monkeypatch.setattr(bab_host, "_second_tightened", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(bab_host, "SECOND_AFTER", 8)
     tightened = plain = 0
     for i, (x, y, eps, m) in enumerate(_balls(net, 4, (0.8, 1.05), 3)):
         calls.clear()
