@@ -12,6 +12,7 @@ from typing import Callable, NamedTuple, Optional, Tuple
 import jax
 import jax.numpy as jnp
 
+from attacks.losses import is_adversarial
 from attacks.norms import geometry
 from attacks.precision import exact_precision
 
@@ -49,8 +50,7 @@ RECHECK_SCALES = (2.0 ** -12, 2.0 ** -9, 2.0 ** -6, 2.0 ** -3, 0.5, 1.0, 3.0, 7.
 
 def _adversarial(logits_fn, x_adv, y, bounds):
     """``(n,)`` bool: ``logits_fn(x_adv)`` is finite and does not predict ``y``, and ``x_adv`` is in ``bounds``."""
-    logits = logits_fn(x_adv)
-    wrong = (jnp.argmax(logits, axis=-1) != y) & jnp.all(jnp.isfinite(logits), axis=-1)
+    wrong = jax.vmap(is_adversarial)(logits_fn(x_adv), y)
     if bounds is not None:
         flat = x_adv.reshape(x_adv.shape[0], -1)
         wrong = wrong & jnp.all((flat >= bounds[0]) & (flat <= bounds[1]), axis=1)
