@@ -157,6 +157,7 @@ def test_candidates_lanes_are_at_least_as_good(linear_case):
     assert np.median(d / exact) <= 1.01
 
 
+@pytest.mark.highest
 def test_callable_inside_user_jit_and_shard_map(linear_case):
     from jax.sharding import Mesh, PartitionSpec as P
 

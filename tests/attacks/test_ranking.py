@@ -114,6 +114,7 @@ def test_nearest_targets_order_and_mix():
     assert nearest_targets(tie, logits, 0, 4).tolist() == [3, 1, 2, 4]
 
 
+@pytest.mark.highest
 def test_ranked_search_on_a_boxed_linear_model():
     """A ranked targeted search on a 10-class linear model inside the box:
     every distance is re-checked and never below the exact one, and with

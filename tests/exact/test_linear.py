@@ -349,6 +349,7 @@ def test_norm_inequality_chain_parabola_brute_force():
 # --- logits functions and jit ------------------------------------------------
 
 
+@pytest.mark.highest
 def test_linear_logits_fn_matches_sign_convention():
     w = np.array([1.0, -1.0], np.float32)
     x = np.array([[2.0, 1.0], [0.0, 3.0], [1.0, 1.0]], np.float32)
