@@ -47,7 +47,8 @@ EXEMPT = {
     "rcurves.nets.layers.network": "copies weights into layers (no products)",
     "rcurves.nets.local.applies": "reads shapes",
     "rcurves.nets.local.windows": "slices arrays (no products)",
-    "rcurves.certify.onnx_layers.from_onnx": "reads a file into layers (no products)",
+    "rcurves.certify.onnx_layers.from_onnx": "reads a file into layers (a window's matrix: the reader's HIGHEST "
+                                             "products of unit images, exact)",
     "rcurves.certify.radius.chunk_size": "a size from shapes",
     "rcurves.certify.vnnlib.from_nhwc": "a transpose",
     "rcurves.certify.vnnlib.read_vnnlib": "parses text",

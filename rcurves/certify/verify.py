@@ -71,7 +71,8 @@ input: ``input_shape`` of the network (``(H, W, C)`` for an image model,
 NHWC), either of that shape or flattened in its C order. A VNN-LIB box is
 flat in the order of the ONNX input, NCHW for image models: convert it with
 ``RobustnessProperty.box_nhwc((C, H, W))`` (or :func:`~rcurves.certify.to_nhwc`);
-for one channel and for vector inputs the two orders coincide. The
+for one channel and for vector inputs (``(d,)``, ``(d, 1)``, ``(1, d)``, ...) the
+two orders coincide, and an NHWC file's order is the toolkit's. The
 counterexample comes back in the toolkit layout, shape ``input_shape``
 (``from_nhwc`` gives the VNN-LIB order).
 

@@ -22,7 +22,7 @@ def run(args) -> int:
     shape = tuple(model.info["input_shape"])
     file_shape = tuple(model.info["file_input_shape"])
     prop = read_vnnlib(args.property, n_inputs=math.prod(shape), n_outputs=model.info["n_classes"])
-    nchw = len(file_shape) == 3
+    nchw = model.logits_fn.graph.nchw      # X_i in the file's order: NCHW images are NHWC here, all else as is
     lo, hi = prop.box_nhwc(file_shape) if nchw else prop.box(shape)      # VNN-LIB order -> toolkit layout
     left = args.timeout - (time.perf_counter() - t0)
     if not left > 0:

@@ -14,7 +14,10 @@ per graph *structure* and shape: two files of the same architecture with
 different weights share it, and no weight is baked into a program.
 
 **Layout.** The file's input is ``(N, *dims)`` with the batch first (its
-declared size, fixed or symbolic, is ignored: any batch is evaluated). The
+declared size, fixed or symbolic, is ignored: any batch is evaluated; in a
+file declared with a batch of 1, as PyTorch exports one example, a
+``Reshape`` to a constant target that starts with 1, ``[1, 784]``, reads that
+1 as the batch, so each point gets what the file computes on it). The
 toolkit's inputs are NHWC, as its data (``(n, 28, 28, 1)`` for MNIST) and its
 CNNs: a 4-d input's ``input_shape`` is ``(H, W, C)``. A file's 4-d input is
 either NCHW, the ONNX convention (PyTorch exports): ``logits_fn`` transposes
@@ -25,7 +28,7 @@ the file); or NHWC (JAX and TensorFlow exports, which transpose around each
 declared point shape ``(H, W, C)`` with ``C <= 4 < H`` as NHWC and anything
 else as NCHW; ``layout='nchw'`` / ``'nhwc'`` says it. ``info['layout']``
 records the choice. Any other rank is taken as it is (``(N, D)`` ->
-``input_shape (D,)``).
+``input_shape (D,)``, PyTorch's ``(1, 784, 1)`` -> ``(784, 1)``).
 ``logits_fn`` accepts ``(n, *input_shape)`` or any ``(n, ...)`` with as many
 values per point (``(n, 784)``, ``(n, 28, 28)``), read in row-major order of
 ``input_shape``; for one channel the NCHW and NHWC orders coincide. The output
@@ -55,7 +58,8 @@ shape computed from an activation's *values* is refused. Any other operator or
 domain, any attribute this module does not know, and any value of one it does not implement (``group=2``,
 ``training_mode=1``, ...) raises ``ValueError`` naming the node and its
 operator when the file is loaded; so does a graph that cannot be evaluated for
-a batch of any size (e.g. a ``Reshape`` to a fixed batch of 1). Never a
+a batch of any size (e.g. a ``Reshape`` to a fixed batch of 1 where the
+file's batch is not declared 1). Never a
 function that silently differs from the file's.
 """
 from __future__ import annotations
@@ -569,6 +573,38 @@ def _input_shape(value_info, where: str) -> Tuple[int, ...]:
     return tuple(out)
 
 
+def _batch_of_one(value_info) -> bool:
+    """True when the file declares its batch dimension as the fixed size 1 (PyTorch's export of one example)."""
+    d = value_info.type.tensor_type.shape.dim[0]
+    return d.HasField("dim_value") and d.dim_value == 1
+
+
+def _batch_free_targets(nodes: List[OnnxNode], statics: List[Tuple[str, Tuple[int, ...], Tuple[int, ...]]]):
+    """``(nodes, statics)`` of a file declared with a batch of 1, where each ``Reshape`` whose constant target
+    starts with that 1 (``[1, 784]``, ``[1, 784, 1]``) reads it as the batch: the target becomes ``[0, ...]``
+    (``0`` copies the batch; ``-1`` under ``allowzero=1`` when the target has no other ``-1``), a new constant.
+    Every activation keeps the batch first (the evaluation refuses anything else), so on a batch of 1 the
+    graph is the file's, and on a batch of n it computes the file's function point by point."""
+    consts = {name: (shape, vals) for name, shape, vals in statics}
+    out_nodes, extra = [], {}
+    for n in nodes:
+        t = n.inputs[1] if n.op == "Reshape" and len(n.inputs) > 1 else ""
+        shape, vals = consts.get(t, ((), ()))
+        if len(shape) == 1 and vals and vals[0] == 1:
+            if not n.attr("allowzero", 0):
+                first = 0
+            elif -1 not in vals:
+                first = -1
+            else:
+                out_nodes.append(n)
+                continue
+            name = f"{t}:batch"
+            extra[name] = (name, shape, (first,) + tuple(vals[1:]))
+            n = dataclasses.replace(n, inputs=(n.inputs[0], name) + tuple(n.inputs[2:]))
+        out_nodes.append(n)
+    return out_nodes, statics + list(extra.values())
+
+
 #: ``layout`` values of :func:`load_onnx`.
 LAYOUTS = ("auto", "nchw", "nhwc")
 
@@ -669,6 +705,8 @@ def read_onnx(model_or_path: Any, layout: str = "auto") -> Tuple[OnnxGraph, Dict
             params[name] = jnp.asarray(np.asarray(arr, np.float32))
         else:
             statics.append((name, tuple(int(s) for s in arr.shape), tuple(int(v) for v in arr.ravel())))
+    if _batch_of_one(inputs[0]):
+        nodes, statics = _batch_free_targets(nodes, statics)
     static = {name for name, _, _ in statics}        # shape values: integer constants and what shapes give
     for n in nodes:
         ins = [t for t in n.inputs if t]

@@ -158,7 +158,7 @@ def test_from_a_loaded_model_and_from_its_logits_fn(tmp_path):
         from_onnx(42)
 
 
-def test_residual_add_and_non_same_padding_are_refused(tmp_path):
+def test_residual_add_is_refused_and_an_unpadded_conv_is_the_dense_of_its_matrix(tmp_path):
     path, _ = residual_net(tmp_path / "res.onnx", np.random.default_rng(3))
     with pytest.raises(ValueError, match=r"node 'residual' \(Add\):.*skip connection"):
         from_onnx(path)
@@ -168,9 +168,11 @@ def test_residual_add_and_non_same_padding_are_refused(tmp_path):
              helper.make_node("Gemm", ["f", "wo"], ["y"], name="fc", transB=1)]
     path = write_model(tmp_path / "valid.onnx", nodes, dict(w=f32(rng, 2, 1, 3, 3), wo=f32(rng, 3, 2 * 4 * 4)),
                        [1, 6, 6], [3])
-    load_onnx(path)                                     # the reader evaluates it ...
-    with pytest.raises(ValueError, match=r"node 'valid_conv' \(Conv\): padding .* is not the 'SAME' padding"):
-        from_onnx(path)                                 # ... the verifiers' Conv cannot
+    net, m = from_onnx(path), load_onnx(path)
+    assert [type(layer).__name__ for layer in net.layers if not isinstance(layer, Reshape)] == ["Dense", "Dense"]
+    assert net.layers[1].w.shape == (2 * 4 * 4, 36)
+    x = rng.uniform(size=(3, 6, 6, 1)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(_logits(net, x)), np.asarray(m.logits_fn(x)), rtol=1e-5, atol=1e-5)
 
 
 def test_from_model_takes_an_onnx_path_and_a_loaded_model(tmp_path):
