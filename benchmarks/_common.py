@@ -153,6 +153,34 @@ def median(a) -> float:
 # output
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def command_line() -> str:
+    """The command that is running, as a user would type it from the repository root."""
+    script = os.path.relpath(os.path.abspath(sys.argv[0]), ROOT) if sys.argv and sys.argv[0] else "?"
+    return " ".join(["python", script] + sys.argv[1:])
+
+
+def provenance() -> Dict[str, Any]:
+    """What a published number needs beside it: the command, the machine and the date (UTC)."""
+    devices = jax.devices()
+    accel = [d for d in devices if d.platform != "cpu"]
+    machine = (f"{len(accel)} x {accel[0].device_kind}" if accel
+               else f"{os.cpu_count()}-core CPU ({cpu_model()})")
+    return {"command": command_line(), "machine": machine, "jax": jax.__version__,
+            "date": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
 def machine_info() -> Dict[str, Any]:
     """Load average, cores, versions: the context a timing needs."""
     try:
@@ -163,6 +191,7 @@ def machine_info() -> Dict[str, Any]:
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
         "loadavg_1_5_15": list(load) if load else None,
         "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "jax": jax.__version__,
@@ -200,7 +229,11 @@ def _jsonable(v: Any) -> Any:
 
 
 def write_json(path: str, obj: Mapping[str, Any]) -> None:
-    """Write ``obj`` as JSON (inf/nan as strings) atomically; creates the directory."""
+    """Write ``obj`` as JSON (inf/nan as strings) atomically; creates the directory. A ``provenance`` entry
+    (:func:`provenance`: command, machine, date) is added where ``obj`` has none: the docs' tables generated from
+    the file (``benchmarks/doc_tables.py``) print it beside the numbers."""
+    if "provenance" not in obj:
+        obj = {"provenance": provenance(), **obj}
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
@@ -392,5 +425,5 @@ def margin_sum(logits: jax.Array, y: jax.Array) -> jax.Array:
 __all__ = [
     "CACHE", "RESULTS", "ROOT", "Timing", "finite_quantile", "fmt", "load_string",
     "machine_info", "margin_sum", "median", "mnist_model", "mnist_points", "parser", "sample_points",
-    "print_table", "time_interleaved", "timed", "write_json",
+    "print_table", "provenance", "time_interleaved", "timed", "write_json",
 ]

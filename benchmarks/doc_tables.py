@@ -1,0 +1,163 @@
+"""The docs' measured tables, written from the benchmarks' committed JSON (``benchmarks/measured/``).
+
+A table in a docs page sits between two markers, ``<!-- table:NAME -->`` and
+``<!-- /table:NAME -->``; :data:`TABLES` says which JSON file and which
+renderer write it. Every table starts with the line that produced its numbers:
+the command, the machine and the date (the JSON's ``provenance``, which
+``_common.write_json`` records). To publish new numbers, run the benchmark
+with ``--out benchmarks/measured/<name>.json`` and then this script; the
+test ``tests/test_doc_tables.py`` fails while a page differs from what this
+script writes.
+
+    python benchmarks/doc_tables.py            # rewrite the tables in the docs
+    python benchmarks/doc_tables.py --check    # exit 1, naming the tables that differ
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from typing import Callable, Dict, List, NamedTuple, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MEASURED = os.path.join(ROOT, "benchmarks", "measured")
+
+
+class Table(NamedTuple):
+    """One generated table: the page it lives in, the JSON it is written from, and its renderer
+    (``json dict -> markdown lines``, the provenance line excluded)."""
+
+    doc: str
+    source: str
+    render: Callable[[dict], List[str]]
+
+
+def _num(v) -> float:
+    return float(v) if not isinstance(v, str) else float(v.replace("inf", "Infinity"))
+
+
+def _f(v, digits: int = 2) -> str:
+    if v is None:
+        return ""
+    v = _num(v)
+    return "inf" if math.isinf(v) else f"{v:.{digits}f}"
+
+
+def _md(header: List[str], rows: List[List[str]]) -> List[str]:
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def provenance_line(data: dict, source: str) -> str:
+    p = data.get("provenance")
+    if not p:
+        raise ValueError(f"{source}: no 'provenance' (command, machine, date): re-run the benchmark")
+    load = [m["loadavg_1_5_15"][0] for m in (data.get("machine"), data.get("machine_end"))
+            if m and m.get("loadavg_1_5_15")]
+    shared = (f", load average {' to '.join(f'{v:.1f}' for v in load)}" if load else "")
+    return (f"Measured by `{p['command']}` on {p['machine']}{shared}, jax {p['jax']}, {p['date']} "
+            f"(`benchmarks/measured/{source}`).")
+
+
+# ---------------------------------------------------------------------------
+# attack_overhead.py
+
+_OVERHEAD_MODELS = (("mlp", "MNIST MLP 784-256-256"), ("cnn", "2-conv MNIST CNN (C.1)"),
+                    ("flax-cnn", "the same CNN written with flax `nn.Conv`"))
+
+
+def _overhead_rows(data: dict) -> Dict[tuple, dict]:
+    return {(arch, r["attack"]): r for arch, m in data["models"].items() for r in m["rows"]}
+
+
+def attack_overhead(data: dict) -> List[str]:
+    """The default search's time over the time of as many bare batched gradients: the median of the per-round
+    wall-time ratios (``ratio_paired``) and, in brackets, the ratio of the median process CPU times."""
+    rows = _overhead_rows(data)
+    out = []
+    for arch, label in _OVERHEAD_MODELS:
+        if arch not in data["models"]:
+            continue
+        n = data["models"][arch]["n"]
+        cells = [f"{_f(rows[(arch, a)]['ratio_paired'])} ({_f(rows[(arch, a)]['ratio_cpu'])})"
+                 if (arch, a) in rows else "" for a in ("minimal linf", "minimal l2", "cw l2")]
+        out.append([f"{label}, {n} points"] + cells)
+    return _md(["model", "l_inf: wall (CPU)", "l_2: wall (CPU)", "CW (l_2): wall (CPU)"], out)
+
+
+def escalation_cost(data: dict) -> List[str]:
+    """The adaptive default's escalation searches per gradient, over the default search (median wall times)."""
+    rows = _overhead_rows(data)
+    header, smoothed, noisy = ["per gradient, over the default search"], ["through smoothed ReLUs"], \
+        ["with noisy gradients"]
+    for arch, label in _OVERHEAD_MODELS[:2]:
+        for norm in ("linf", "l2"):
+            base = rows.get((arch, f"minimal {norm}"))
+            if base is None or (arch, f"minimal {norm} smoothed") not in rows:
+                continue
+            header.append(f"{arch.upper()} {'l_inf' if norm == 'linf' else 'l_2'}")
+            for line, kind in ((smoothed, "smoothed"), (noisy, "noisy")):
+                line.append(_f(rows[(arch, f"minimal {norm} {kind}")]["attack_s"] / base["attack_s"]) + "x")
+    return _md(header, [smoothed, noisy])
+
+
+#: every generated table: NAME -> (page, JSON file under benchmarks/measured/, renderer)
+TABLES: Dict[str, Table] = {
+    "attack-overhead": Table("docs/attacks.md", "attack_overhead.json", attack_overhead),
+    "escalation-cost": Table("docs/attacks.md", "attack_overhead.json", escalation_cost),
+}
+
+
+def render(name: str) -> str:
+    """The block of table ``name`` (between its markers): the provenance line, a blank line, the table."""
+    t = TABLES[name]
+    with open(os.path.join(MEASURED, t.source)) as f:
+        data = json.load(f)
+    return "\n".join([provenance_line(data, t.source), ""] + t.render(data))
+
+
+def _pattern(name: str):
+    return re.compile(rf"(<!-- table:{re.escape(name)} -->\n)(.*?)(<!-- /table:{re.escape(name)} -->)", re.S)
+
+
+def current(name: str, text: str) -> Optional[str]:
+    """The block of table ``name`` as ``text`` (a page) holds it; None without its markers."""
+    m = _pattern(name).search(text)
+    return None if m is None else m.group(2).rstrip("\n")
+
+
+def write(names=None, check: bool = False) -> List[str]:
+    """Rewrite (or, with ``check``, only compare) the tables; returns the names that differed."""
+    differ = []
+    for name in names or TABLES:
+        path = os.path.join(ROOT, TABLES[name].doc)
+        with open(path) as f:
+            text = f.read()
+        have, want = current(name, text), render(name)
+        if have is None:
+            raise ValueError(f"{TABLES[name].doc}: no markers <!-- table:{name} --> ... <!-- /table:{name} -->")
+        if have != want:
+            differ.append(name)
+            if not check:
+                text = _pattern(name).sub(lambda m: m.group(1) + want + "\n" + m.group(3), text)
+                with open(path, "w") as f:
+                    f.write(text)
+    return differ
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--check", action="store_true", help="compare only; exit 1 if a table differs")
+    p.add_argument("names", nargs="*", help=f"tables (default all: {', '.join(TABLES)})")
+    args = p.parse_args(argv)
+    differ = write(args.names, check=args.check)
+    for name in differ:
+        print(f"{'differs' if args.check else 'rewrote'}: {name} ({TABLES[name].doc})")
+    return 1 if (args.check and differ) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
