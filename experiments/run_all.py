@@ -282,143 +282,219 @@ def _alt(text):
     return " ".join(str(text).split()).replace("[", "\\[").replace("]", "\\]")
 
 
-def readme(out, quick, times, claims_dir=None, readme_dir=None):
-    """The report's text, from the newest run of each script (:func:`find_result`).
+#: the longest a line of the index may be (characters): it is read on a laptop screen
+INDEX_WIDTH = 200
+_SHORT = 70          # the claim's words in the index, when the claim gives no ``short``
 
-    ``times`` (``{name: seconds}``) overrides the run times the JSONs record. A
-    full report embeds the figures kept in ``claims_dir/figures/<name>/``, a
-    quick one those in ``out/<name>/``; links are relative to ``readme_dir``
-    (default: this folder for a full report, ``out`` for a quick one), where the
-    report is written.
-    """
-    claims_dir = _kept_dir(claims_dir)
-    readme_dir = readme_dir or (out if quick else HERE)
-    rows, failed, stale, figures, no_figure, secs_of = [], [], {}, {}, {}, {}
+
+def _clip(text, n):
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def _paper_folder(paper):
+    """``'000'`` -> ``'000_global_comparison'``: the folder of the paper's scripts (its evidence page's home)."""
+    found = sorted(glob.glob(os.path.join(HERE, f"{paper}_*")))
+    return os.path.basename(found[0]) if found else paper
+
+
+def _wrapped(lines, width=118):
+    """``lines`` with every long line of prose (not a table row, heading, image or anchor) wrapped at ``width``
+    (a bullet's continuation indented), so that the page's source reads on a laptop screen too."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        if len(line) <= width or line.startswith(("|", "#", "!", "<")):
+            out.append(line)
+            continue
+        indent = "  " if line.startswith("- ") else ""
+        out += textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    return out
+
+
+def _anchor(name, i):
+    return f"{name}-{i + 1}".replace("_", "-")
+
+
+def _gather(out, quick, times, claims_dir):
+    """Every script's newest result: ``[(name, doc or None, seconds, changed modules, figures shown, missing)]``."""
+    got = []
     for name in scripts():
         path = find_result(out, name, quick, claims_dir)
         if path is None:
-            failed.append(name)
-            no_figure[name] = "no run"
+            got.append((name, None, None, [], [], "no run"))
             continue
         with open(path) as f:
             doc = json.load(f)
         secs = times.get(name, doc.get("seconds"))
-        if isinstance(secs, (int, float)):
-            secs_of[name] = secs
-        changed = _stale(doc)
-        is_stale = bool(changed)
-        if is_stale:
-            stale[name] = changed
-        for c in doc.get("claims", []):
-            rows.append((c["paper"], name, c, secs, doc.get("quick", False), is_stale))
         fig_dir = os.path.join(out, name) if quick else os.path.join(claims_dir, "figures", name)
         shown, missing = [], []
         for fig in _figures(doc):
-            path = os.path.join(fig_dir, fig["file"])
-            (shown if os.path.isfile(path) else missing).append((fig, path))
-        if shown:
-            figures[name] = (shown, is_stale)
+            fpath = os.path.join(fig_dir, fig["file"])
+            (shown if os.path.isfile(fpath) else missing).append((fig, fpath))
+        why = None
         if missing or not shown:
-            where = os.path.relpath(fig_dir, readme_dir).replace(os.sep, "/")
-            no_figure[name] = ("none recorded" if not missing else
-                               ", ".join(f"`{f['file']}`" for f, _ in missing) + f" recorded, not in `{where}/`")
+            why = ("none recorded" if not missing else ", ".join(f"`{f['file']}`" for f, _ in missing)
+                   + f" recorded, not in `{{where}}/`" + f"|{fig_dir}")
+        got.append((name, doc, secs if isinstance(secs, (int, float)) else None, _stale(doc), shown, why))
+    return got
+
+
+def report(out, quick, times, claims_dir=None, readme_dir=None):
+    """The report's pages, ``{path: text}``: the index (``readme_dir/README.md``) and one evidence page per paper
+    (``readme_dir/<paper folder>/README.md``), from the newest run of each script (:func:`find_result`).
+
+    The index has, per paper, one line per claim: the claim in a few words (its ``short``, else its item), the
+    paper's number and ours (``paper_value``, ``ours_value``, where the claim gives them), the verdict and a link
+    to the claim's evidence; the self-checks are counted there and listed on the evidence pages. An evidence
+    page has, per script, its command, run time and figures, and per claim the statement, what we measured (the
+    statistic, its test, sample, power and family) and why the verdict. ``times`` (``{name: seconds}``)
+    overrides the run times the JSONs record. A full report embeds the figures kept in
+    ``claims_dir/figures/<name>/``, a quick one those in ``out/<name>/``; ``readme_dir`` (default: this folder
+    for a full report, ``out`` for a quick one) is where the index is written.
+    """
+    claims_dir = _kept_dir(claims_dir)
+    readme_dir = readme_dir or (out if quick else HERE)
+    got = _gather(out, quick, times, claims_dir)
+    paths = script_paths()
+    failed = [g[0] for g in got if g[1] is None]
+    stale = {g[0]: g[3] for g in got if g[1] is not None and g[3]}
+    secs_of = {g[0]: g[2] for g in got if g[2] is not None}
+    rows = [(c.get("paper", "?"), name, i, c, bool(changed), doc.get("quick", False))
+            for name, doc, _, changed, _, _ in got if doc is not None for i, c in enumerate(doc.get("claims", []))]
     counts = {}
-    for _, _, c, _, _, st in rows:
-        if st:
-            continue
-        kind = c.get("kind", "paper")
-        counts.setdefault(kind, {})
-        counts[kind][c["verdict"]] = counts[kind].get(c["verdict"], 0) + 1
+    for _, _, _, c, st, _ in rows:
+        if not st:
+            kind = counts.setdefault(c.get("kind", "paper"), {})
+            kind[c["verdict"]] = kind.get(c["verdict"], 0) + 1
 
     def tally(kind):
-        got = counts.get(kind, {})
-        return ", ".join(f"{v} {k}" for k, v in sorted(got.items())) or "none"
+        return ", ".join(f"{v} {k}" for k, v in sorted(counts.get(kind, {}).items())) or "none"
 
-    n_scripts = len(scripts())
-    total = sum(secs_of.values())
-    with_run = n_scripts - len(failed)
+    n_scripts, total = len(got), sum(secs_of.values())
+    figured = sum(1 for g in got if g[4])
     lines = [
         "# Experiments: the papers' claims, checked",
         "",
-        "Generated by `python experiments/run_all.py" + (" --quick" if quick else "") + "` from the `claims` of each "
-        "script's JSON (do not edit by hand). Each row is one statement or number of a paper, what we measured "
-        "(the statistic, its test, p-value or interval, n and how the points were drawn) and a verdict decided by "
-        "a rule that can fail (`rcurves/claims/verdicts.py`; each rule is fed a failing case in `tests/claims/test_verdicts.py`): "
-        "**reproduced** (the effect shows, in the paper's direction and, where it gives one, size), **differs** "
-        "(the sample could have shown it and does not, or shows the opposite), **inconclusive** (the sample could "
-        "not have shown it either way; the row says what n would), **not reproducible here** (with the reason). "
-        "Where a paper used MNIST, our MNIST is the full set (60,000 / 10,000; `load_dataset('mnist-full')`); "
-        "the models are our own, trained here on a CPU (`rcurves zoo`), and there is no CIFAR-10: paper 004's "
-        "CIFAR-10 experiments run on full MNIST instead. Every sample of test points is a stratified or random "
-        "one (the splits are served class-interleaved) and models compared are measured on the same points. "
-        "Each paper's table is followed by the figures its scripts drew.",
+        "Generated by `python experiments/run_all.py" + (" --quick" if quick else "") + "` from the `claims` of "
+        "each script's JSON (do not edit by hand). One line per claim of a paper: the claim, the paper's number, "
+        "ours, and the verdict of a rule that can fail (`rcurves/claims/`; each rule is fed a failing case in "
+        "`tests/claims/`). The link leads to the claim's evidence: its test, sample, power and family, the reason "
+        "for the verdict, and the script's figures.",
         "",
-        f"**{n_scripts} scripts** (`experiments/<paper>/*.py`), "
-        + ("all with a run" if not failed else f"{with_run} with a run") +
-        f"; their recorded run times add up to {total:,.0f} s ({_duration(total)}), stale runs included. "
-        f"Figures: shown for {len(figures)} of {n_scripts} scripts" + (
-            "; the others are listed at the end." if no_figure else "."),
+        "**reproduced**: the effect shows, in the paper's direction and, where it gives one, size. **differs**: "
+        "the sample could have shown it and does not, or shows the opposite. **inconclusive**: the sample could "
+        "not have shown it either way. **not reproducible here**: with the reason.",
         "",
-        f"Paper claims: {tally('paper')}. Checks of our own tools (self-check): {tally('self-check')}. "
-        f"Beyond the papers: {tally('beyond')}." + (
-            f" Scripts without results: {', '.join(failed)}." if failed else "") + (
-            f" Stale (code changed since the run; not counted): {len(stale)} of {n_scripts} scripts, "
-            "listed below." if stale else ""),
+        "MNIST is the full set (60,000 / 10,000; `load_dataset('mnist-full')`); the models are our own, trained "
+        "here on a CPU (`rcurves zoo`); there is no CIFAR-10 (paper 004's CIFAR-10 experiments run on full "
+        "MNIST). Test points are random or stratified samples; whether models share their points is said in each "
+        "claim's evidence.",
+        "",
+        f"**{n_scripts} scripts** (`experiments/<paper>/*.py`), " + ("all with a run" if not failed else
+                                                                    f"{n_scripts - len(failed)} with a run")
+        + f", run times adding up to {total:,.0f} s ({_duration(total)}); figures for {figured} of them. "
+        f"Paper claims: {tally('paper')}. Beyond the papers: {tally('beyond')}. "
+        f"Self-checks of our tools: {tally('self-check')}."
+        + (f" Without results: {', '.join(failed)}." if failed else "")
+        + (f" **Stale** (code changed since the run; not counted): {', '.join(f'`{n}`' for n in stale)}; "
+           "the evidence pages name the changed modules; re-run with `python experiments/run_all.py --only NAME`."
+           if stale else ""),
         "",
     ]
-    if stale:
-        lines += ["**Stale scripts** (each with the modules whose code changed since its run; re-run them with "
-                  "`python experiments/run_all.py --only NAME ...`):", ""]
-        for name, changed in stale.items():
-            if changed and (found := find_result(out, name, quick, claims_dir)):
-                with open(found) as f:
-                    code = json.load(f).get("code") or {}
-                if code and "scheme" not in code:
-                    lines.append(f"- `{name}`: recorded with the first fingerprint (the whole text of the "
-                                 f"{len(changed)} modules its process loaded, every package eagerly): any edit "
-                                 "to any of them stales it; a re-run records per-module code digests")
-                    continue
-            shown = ", ".join(f"`{c}`" for c in changed[:6]) + (f" and {len(changed) - 6} more" if len(changed) > 6 else "")
-            lines.append(f"- `{name}`: {shown}")
-        lines.append("")
     if quick:
         lines += ["**These are `--quick` runs** (tiny stand-in models, few points): they exercise the code and "
                   "the exact checks; their verdicts are not the papers' reproductions.", ""]
-    paths = script_paths()
+    pages = {}
     for paper in sorted({r[0] for r in rows}):
-        lines += [f"## {paper}: {PAPERS.get(paper, '')}", "",
-                  "| item | claim | ours | verdict | why | kind | command | run time |",
-                  "|---|---|---|---|---|---|---|---|"]
-        names = []
-        for p, name, c, secs, q, st in rows:
-            if p != paper:
+        folder = _paper_folder(paper)
+        mine = [r for r in rows if r[0] == paper]
+        lines += [f"## {paper}: {PAPERS.get(paper, '')} ([evidence]({folder}/README.md))", ""]
+        for kinds, title in ((("paper",), None), (("beyond",), "Beyond the paper")):
+            sel = [r for r in mine if r[3].get("kind", "paper") in kinds]
+            if not sel:
                 continue
-            if name not in names:
-                names.append(name)
-            cmd = f"`python {os.path.relpath(paths[name], ROOT)}" + (" --quick" if q else "") + "`"
-            t = f"{secs:.0f} s" if isinstance(secs, (int, float)) else ""
-            verdict = f"**{c['verdict']}**" + (" (stale: code changed since this run)" if st else "")
-            lines.append(f"| {_cell(c['item'])} | {_cell(c['claim'])} | {_cell(c['ours'])} | {verdict} | "
-                         f"{_cell(c['why'])} | {c.get('kind', 'paper')} | {cmd} | {t} |")
-        lines.append("")
-        drawn = [n for n in names if n in figures]
-        if drawn:
-            lines += [f"### Figures of {paper}", ""]
-        for name in drawn:
-            shown, st = figures[name]
-            lines += [f"#### `{name}`" + (" (stale: code changed since this run)" if st else ""), ""]
-            for fig, path in shown:
-                link = os.path.relpath(path, readme_dir).replace(os.sep, "/")
-                lines += [f"![{_alt(fig['caption'] or fig['file'])}]({link})", "",
-                          f"`{fig['file']}`: " + (_cell(fig["caption"]) or "(no caption)"), ""]
-    if no_figure:
-        lines += ["## Scripts without a figure", ""]
-        lines += [f"- `{name}`: {why}" for name, why in no_figure.items()]
-        lines.append("")
+            if title:
+                lines += [f"{title}:", ""]
+            lines += ["| claim | paper | ours | verdict | evidence |", "|---|---|---|---|---|"]
+            for _, name, i, c, st, _ in sel:
+                verdict = f"**{c['verdict']}**" + (" (stale)" if st else "")
+                link = f"[{name} {i + 1}]({folder}/README.md#{_anchor(name, i)})"
+                fixed = len(verdict) + len(link) + 20
+                room = max(20, INDEX_WIDTH - fixed)
+                paper_v = _cell(_clip(c.get("paper_value", ""), 24))
+                ours_v = _cell(_clip(c.get("ours_value", ""), 24))
+                short = _cell(_clip(c.get("short") or c["item"], min(_SHORT, room - len(paper_v) - len(ours_v))))
+                lines.append(f"| {short} | {paper_v} | {ours_v} | {verdict} | {link} |")
+            lines.append("")
+        checks = [r for r in mine if r[3].get("kind") == "self-check"]
+        if checks:
+            current = _count(r[3]["verdict"] for r in checks if not r[4])
+            lines += [f"Self-checks of our tools: {len(checks)}, listed in the evidence ("
+                      + (", ".join(f"{v} {k}" for k, v in sorted(current.items())) or "none") + " current).", ""]
+        pages[os.path.join(readme_dir, folder, "README.md")] = _evidence(
+            paper, folder, [g for g in got if g[1] is not None and any(r[1] == g[0] for r in mine)],
+            paths, quick, os.path.join(readme_dir, folder))
     lines += ["Run times are each script's wall-clock time on this project's 2-core CPU machine as its JSON "
-              "records it (`seconds`: from start-up to writing the JSON), including training any zoo model not yet "
-              "cached and compiling the attacks.", ""]
-    return "\n".join(lines)
+              "records it (from start-up to writing the JSON), including training any zoo model not yet cached and "
+              "compiling the attacks.", ""]
+    pages = {os.path.join(readme_dir, "README.md"): "\n".join(_wrapped(lines)), **pages}
+    return pages
+
+
+def _count(items):
+    out = {}
+    for v in items:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+def _no_figure(why, page_dir):
+    if "|" not in why:
+        return why
+    text, fig_dir = why.rsplit("|", 1)
+    return text.replace("{where}", os.path.relpath(fig_dir, page_dir).replace(os.sep, "/"))
+
+
+def _evidence(paper, folder, got, paths, quick, page_dir):
+    """One paper's evidence page: per script, its command, run time, stale modules and figures; per claim, the
+    statement, what we measured and why the verdict (anchored ``<name>-<k>``, as the index links)."""
+    lines = [f"# {paper}: {PAPERS.get(paper, '')}: the evidence", "",
+             "[Back to the report](../README.md). Generated by `python experiments/run_all.py"
+             + (" --quick" if quick else "") + "` (do not edit by hand).", ""]
+    for name, doc, secs, changed, shown, no_fig in got:
+        cmd = f"`python {os.path.relpath(paths[name], ROOT)}" + (" --quick" if doc.get("quick") else "") + "`"
+        t = f", {secs:.0f} s" if secs is not None else ""
+        lines += [f"## `{name}`", "", f"{cmd}{t}." + (
+            " **Stale**: code changed since this run in " + ", ".join(f"`{c}`" for c in changed[:8])
+            + (f" and {len(changed) - 8} more" if len(changed) > 8 else "") + "." if changed else ""), ""]
+        if no_fig:
+            lines += [f"Figures: {_no_figure(no_fig, page_dir)}.", ""]
+        for fig, fpath in shown:
+            link = os.path.relpath(fpath, page_dir).replace(os.sep, "/")
+            lines += [f"![{_alt(fig['file'])}]({link})", "",
+                      f"`{fig['file']}`: " + (_cell(fig["caption"]) or "(no caption)"), ""]
+        for i, c in enumerate(doc.get("claims", [])):
+            if c.get("paper", paper) != paper:
+                continue
+            kind = c.get("kind", "paper")
+            lines += [f'<a id="{_anchor(name, i)}"></a>', "",
+                      f"### {name} {i + 1}: {' '.join(str(c['item']).split())}", "",
+                      f"- **Claim** ({kind}): {' '.join(str(c['claim']).split())}"]
+            if c.get("paper_value") or c.get("ours_value"):
+                lines.append(f"- **Numbers**: the paper {c.get('paper_value', '-')}; ours {c.get('ours_value', '-')}")
+            lines += [f"- **Verdict**: **{c['verdict']}**" + (" (stale)" if changed else ""),
+                      f"- **Measured**: {' '.join(str(c['ours']).split())}"]
+            if c.get("why"):
+                lines.append(f"- **Why**: {' '.join(str(c['why']).split())}")
+            lines.append("")
+    return "\n".join(_wrapped(lines))
+
+
+def readme(out, quick, times, claims_dir=None, readme_dir=None):
+    """The report's index page (:func:`report`'s first page)."""
+    return next(iter(report(out, quick, times, claims_dir, readme_dir).values()))
 
 
 def main(argv=None):
@@ -463,11 +539,14 @@ def main(argv=None):
     target = args.readme or (os.path.join(out, "README.md") if args.quick else os.path.join(HERE, "README.md"))
     # the full report is a function of the kept JSONs alone (their own run times), so --report on a
     # checkout rebuilds the committed file; a quick report shows the times measured here
-    text = readme(out, args.quick, times if args.quick else {}, readme_dir=os.path.dirname(os.path.abspath(target)))
-    with open(target + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(target + ".tmp", target)
-    print(f"wrote {target}")
+    pages = report(out, args.quick, times if args.quick else {}, readme_dir=os.path.dirname(os.path.abspath(target)))
+    pages[os.path.abspath(target)] = pages.pop(next(iter(pages)))
+    for path, text in pages.items():
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+        print(f"wrote {os.path.relpath(path, ROOT)}")
     return int(status)
 
 

@@ -549,23 +549,27 @@ def test_run_all_discovers_scripts_and_builds_the_claims_table(tmp_path):
         assert hasattr(_load(name), "main"), name
     out = tmp_path / "res"
     (out / "fig6_linear_crossing").mkdir(parents=True)
-    claim = {"paper": "000", "item": "Figure 6", "claim": "curves | cross", "ours": "they do", "verdict": "differs",
+    claim = {"paper": "000", "item": "Figure 6" + " with a very long item" * 20, "claim": "curves | cross", "ours": "they do", "verdict": "differs",
              "why": "because", "kind": "paper"}
     code = code_fingerprint(["experiments/000_global_comparison/fig6_linear_crossing.py"])
     (out / "fig6_linear_crossing" / "fig6_linear_crossing.json").write_text(
         json.dumps({"claims": [claim], "seconds": 3.0, "quick": False, "code": code}))
     kept = tmp_path / "claims"
-    text = mod.readme(str(out), False, {"fig6_linear_crossing": 12.0}, claims_dir=str(kept))
+    pages = mod.report(str(out), False, {"fig6_linear_crossing": 12.0}, claims_dir=str(kept),
+                       readme_dir=str(tmp_path / "rep"))
+    text = pages[str(tmp_path / "rep" / "README.md")]
     row = [l for l in text.splitlines() if l.startswith("| Figure 6")][0]
-    assert "curves \\| cross" in row and "**differs**" in row and "because" in row and "12 s" in row
-    assert "| paper |" in row and "stale" not in row
-    assert "## 000" in text and "Paper claims: 1 differs" in text
+    assert "**differs**" in row and "stale" not in row and "#fig6-linear-crossing-1)" in row
+    assert "## 000" in text and "Paper claims: 1 differs" in " ".join(text.split())
+    assert all(len(l) <= mod.INDEX_WIDTH for l in text.splitlines() if l.startswith("|"))
+    page = " ".join(pages[str(tmp_path / "rep" / "000_global_comparison" / "README.md")].split())
+    assert "curves | cross" in page and "**differs**" in page and "because" in page and "12 s" in page
     # a result whose code has changed since is marked stale and not counted
     code["files"]["experiments/000_global_comparison/fig6_linear_crossing.py"] = "0" * 64
     (out / "fig6_linear_crossing" / "fig6_linear_crossing.json").write_text(
         json.dumps({"claims": [claim], "seconds": 3.0, "quick": False, "code": code}))
-    text = mod.readme(str(out), False, {}, claims_dir=str(kept))
-    assert "(stale: code changed since this run)" in text and "Paper claims: none" in text
+    text = " ".join(mod.readme(str(out), False, {}, claims_dir=str(kept)).split())
+    assert "**differs** (stale)" in text and "Paper claims: none" in text
     # a full run's claims are kept (without the payload) and used when --out has no run of the script
     code = code_fingerprint(["experiments/000_global_comparison/fig6_linear_crossing.py"])
     (out / "fig6_linear_crossing" / "fig6_linear_crossing.json").write_text(
@@ -574,6 +578,6 @@ def test_run_all_discovers_scripts_and_builds_the_claims_table(tmp_path):
     assert "distances" not in json.loads(open(target).read())
     other = tmp_path / "empty"
     text = mod.readme(str(other), False, {}, claims_dir=str(kept))
-    header = [l for l in text.splitlines() if l.startswith("Paper claims:")][0]
+    header = " ".join(text.split()[:text.split().index("##")])
     assert "Paper claims: 1 differs" in header and "fig6_linear_crossing" not in header
-    assert "Paper claims: none" in mod.readme(str(other), True, {}, claims_dir=str(kept))   # quick: never kept runs
+    assert "Paper claims: none" in " ".join(mod.readme(str(other), True, {}, claims_dir=str(kept)).split())   # quick: never kept runs

@@ -97,26 +97,31 @@ def test_report_embeds_kept_figures_beside_their_scripts_and_lists_the_scripts_w
     assert os.path.getsize(out / "a_curves" / "curves.png") > mod.FIGURE_LIMIT >= os.path.getsize(fig)
     assert not (here / "claims" / "figures" / "c_old").exists()
     text = (here / "README.md").read_text()
-    lines = text.splitlines()
-    # the figure follows the paper's table, under its script's name, with the caption as text below it
-    row = next(i for i, l in enumerate(lines) if l.startswith("| Item of a_curves |"))
-    image = lines.index(f"![{CAPTION}](claims/figures/a_curves/curves.png)")
-    assert row < lines.index("#### `a_curves`") < image
-    assert lines[image + 2] == f"`curves.png`: {CAPTION}"
-    assert "#### `b_table`" not in text and "#### `c_old`" not in text
+    flat = " ".join(text.split())
+    # the index: one line per claim, linked to its evidence on the paper's page
+    row = next(l for l in text.splitlines() if l.startswith("| Item of a_curves |"))
+    assert "**reproduced**" in row and "(000_fake/README.md#a-curves-1)" in row
+    page = (here / "000_fake" / "README.md").read_text()
+    lines = page.splitlines()
+    # the evidence page: each script under its name, its figure with the caption as text below, then its claims
+    image = lines.index("![curves.png](../claims/figures/a_curves/curves.png)")
+    assert lines.index("## `a_curves`") < image < lines.index('<a id="a-curves-1"></a>')
+    assert " ".join(" ".join(lines[image + 2:image + 6]).split()).startswith(f"`curves.png`: {CAPTION}")
+    assert "the claim a_curves checks" in " ".join(page.split())
     # the scripts without a figure, and why
-    tail = lines[lines.index("## Scripts without a figure"):]
-    assert "- `b_table`: none recorded" in tail
-    assert "- `c_old`: `old.png` recorded, not in `claims/figures/c_old/`" in tail
-    assert not any("a_curves" in l for l in tail)
+    b_part = page[page.index("## `b_table`"):page.index("## `c_old`")]
+    assert "Figures: none recorded." in b_part
+    c_part = " ".join(page[page.index("## `c_old`"):].split())
+    assert "Figures: `old.png` recorded, not in `../claims/figures/c_old/`." in c_part
+    assert "Figures:" not in page[page.index("## `a_curves`"):page.index("## `b_table`")]
     # the header: the number of scripts and the sum of their recorded run times
-    assert "**3 scripts** (`experiments/<paper>/*.py`), all with a run; their recorded run times add up to " \
-           "3,720 s (1 h 2 min)" in text
-    assert "Figures: shown for 1 of 3 scripts; the others are listed at the end." in text
+    assert "**3 scripts** (`experiments/<paper>/*.py`), all with a run, run times adding up to " \
+           "3,720 s (1 h 2 min); figures for 1 of them." in flat
     # --report rebuilds the same file from the kept JSONs and figures alone (a checkout without results)
     first = text
     assert mod.main(["--report", "--out", str(root / "no-results")]) == 0
     assert (here / "README.md").read_text() == first
+    assert (here / "000_fake" / "README.md").read_text() == page
     # and keeping again changes nothing
     before = fig.read_bytes()
     assert mod.sync_kept(str(out), mod.scripts()) == []
@@ -131,11 +136,12 @@ def test_quick_runs_and_stale_runs_never_reach_the_kept_claims(world):
     assert mod.main(["--report", "--out", str(out)]) == 0                   # the full report ignores it
     assert not (here / "claims").exists()
     text = (here / "README.md").read_text()
-    assert "Item of a_curves" not in text and "- `a_curves`: no run" in text
-    # the quick report shows the quick run's own figure, linked from its README in --out
+    assert "Item of a_curves" not in text and "Without results: a_curves" in " ".join(text.split())
+    # the quick report shows the quick run's own figure, linked from its evidence page in --out
     assert mod.main(["--quick", "--report", "--out", str(out)]) == 0
-    quick = (out / "README.md").read_text()
-    assert f"![{CAPTION}](a_curves/curves.png)" in quick
+    assert "| Item of a_curves |" in (out / "README.md").read_text()
+    quick = (out / "000_fake" / "README.md").read_text()
+    assert "![curves.png](../a_curves/curves.png)" in quick
     assert not (here / "claims").exists()
     # a full run whose code has changed since is shown (stale) but not kept by --report
     _result(root, out, "b_table", 7.0, figures=[("table.png", "a table")], draw=[("table.png", (100, 150))])
@@ -143,4 +149,5 @@ def test_quick_runs_and_stale_runs_never_reach_the_kept_claims(world):
     assert mod.main(["--report", "--out", str(out)]) == 0
     assert not (here / "claims").exists()
     text = (here / "README.md").read_text()
-    assert "(stale: code changed since this run)" in text and "- `b_table`: `table.png` recorded, not in" in text
+    page = " ".join((here / "000_fake" / "README.md").read_text().split())
+    assert "**reproduced** (stale)" in text and "Figures: `table.png` recorded, not in" in page
