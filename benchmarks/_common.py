@@ -190,6 +190,7 @@ def machine_info() -> Dict[str, Any]:
     return {
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
         "loadavg_1_5_15": list(load) if load else None,
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_model": cpu_model(),
         "platform": platform.platform(),
@@ -197,6 +198,18 @@ def machine_info() -> Dict[str, Any]:
         "jax": jax.__version__,
         "devices": [str(d) for d in jax.devices()],
     }
+
+
+def cpu_model() -> Optional[str]:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere), or None."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def load_string() -> str:
@@ -423,7 +436,7 @@ def margin_sum(logits: jax.Array, y: jax.Array) -> jax.Array:
 
 
 __all__ = [
-    "CACHE", "RESULTS", "ROOT", "Timing", "finite_quantile", "fmt", "load_string",
+    "CACHE", "RESULTS", "ROOT", "Timing", "cpu_model", "finite_quantile", "fmt", "load_string",
     "machine_info", "margin_sum", "median", "mnist_model", "mnist_points", "parser", "sample_points",
     "print_table", "provenance", "time_interleaved", "timed", "write_json",
 ]

@@ -35,6 +35,25 @@ returns a re-checked adversarial within eps, undecided otherwise; a
     python benchmarks/verify_speed.py                 # 30 points x 3 eps, 60 s each, MILP 60 s each
     python benchmarks/verify_speed.py --quick         # 3 points, 10 s limits
     python benchmarks/verify_speed.py --layers 4 --points 50
+    python benchmarks/verify_speed.py --batch-sweep   # branch and bound's subdomains/s against its batch
+
+**``--batch-sweep``**: branch and bound's speed against its batch (parents split per step), the measurement
+behind ``batch="auto"``'s cap on this platform (``rcurves.certify.bab_batch.DEVICE_CAP``). On a few boxes of
+the same sample that ``verify`` leaves open (``--props``, ``eps:point``; default :data:`SWEEP_PROPS`), the
+search ``verify`` runs on the box's hardest margin (CROWN's lowest; the per-margin search's settings, without
+the second layer's LP restart, a host phase whatever the batch) for ``--sweep-seconds`` per batch and box,
+warm: for each batch (``--batches``, default 8, 16, ..., 4096) the bound step's programs are compiled
+first (their bytes are XLA's memory analysis, ``compiled.memory_analysis()``: what ``"auto"`` reads; both
+programs on the first box, the one for few split first-layer units on the others), then a
+short search (``6 batch`` subdomains) compiles the frontier's programs (the frontier is pre-sized, ``--capacity``, so that no
+growth falls inside a timed search), then the timed search. Subdomains per second are counted from the
+first step after the root (the root's bound and cut LP excluded) to the end, per wall-clock and per
+CPU second of the process. The sweep stops at the first batch whose step does not fit the memory
+``"auto"`` plans for, that runs fewer than 3 steps in a timed search, or whose median speed is below half
+the best so far; then ``--rounds - 1`` more timed searches per batch and box run interleaved over the
+batches measured (alternately in reverse order, so that a drift of the machine's load hits them alike),
+and each box's speed is the median over its rounds. Writes ``results/verify_batch_sweep.json`` under ``benchmarks/`` (``--out``): the command,
+the machine (CPU model, cores, load), jax's version, the date, the model, the boxes, a row per batch.
 """
 from __future__ import annotations
 
@@ -54,6 +73,11 @@ import numpy as np  # noqa: E402
 
 EPS = (0.02, 0.03, 0.05)
 ATTACKS = ("centre", "pgd", "search", "ensemble")
+#: ``--batch-sweep``'s boxes (``eps:point`` of the 30-point sample, seed 0, 784-256-256-10): open after 60 s
+#: of ``verify`` in the table of ``docs/certify.md``, and a 4-s search of their hardest margin (per-margin
+#: settings, batch 8) ends on the clock, not proven, not falsified.
+SWEEP_PROPS = ("0.03:3", "0.03:16", "0.05:6")
+SWEEP_BATCHES = tuple(2 ** k for k in range(3, 13))          # 8 .. 4096
 
 
 def trained_mlp(layers: int, epochs: int, seed: int, verbose: bool = True):
@@ -153,6 +177,154 @@ def summarise(eps, recs):
     }
 
 
+# ---------------------------------------------------------------------------
+# --batch-sweep: branch and bound's subdomains per second against its batch
+
+
+def sweep_ball(net, xs, ys, eps, i):
+    """``(network, description)``: the box of point ``i`` at ``eps`` reduced to its hardest margin (CROWN's
+    lowest bound) as ``verify``'s per-margin search gets it (``verify.box_network``, label 0, the unit ball)."""
+    from rcurves.certify.radius import margin_bounds
+
+    V = importlib.import_module("rcurves.certify.verify")
+    x, y = xs[i], int(ys[i])
+    lo, hi = box(x, eps)
+    others = [j for j in range(net.n_classes) if j != y]
+    rnet = V.box_network(net, lo, hi, y, others)
+    lb = np.asarray(margin_bounds(rnet, np.zeros((1, lo.size), np.float32), np.zeros(1, np.int32), 1.0,
+                                  norm="linf", method="crown", bounds=(-1.0, 1.0)))[0, 1:]
+    j = int(np.argmin(lb))
+    return V.box_network(net, lo, hi, y, [others[j]]), {"eps": eps, "point": i, "label": y, "other": others[j],
+                                                         "crown_bound": float(lb[j])}
+
+
+def sweep_config(layers, batch, budget):
+    """``verify``'s per-margin branch-and-bound settings (``BAB_STEPS``, ``BAB_CANDIDATES``, ``CUTS`` on two
+    hidden layers, ``REFRESH`` on more) with ``batch``, no second-layer LP restart."""
+    from rcurves.certify.bab_settings import bab_config
+    from rcurves.nets.bounds import BoundConfig
+
+    V = importlib.import_module("rcurves.certify.verify")
+    kw = {"cuts": V.CUTS} if layers == 2 else {"refresh": V.REFRESH}
+    return bab_config(BoundConfig(norm="linf", method="crown", domain=(-1.0, 1.0)), budget, steps=V.BAB_STEPS,
+                      candidates=V.BAB_CANDIDATES, batch=batch, **kw)
+
+
+def timed_search(rnet, cfg, seconds, search=None):
+    """One search of ``rnet``'s unit ball for ``seconds``: ``(result, steps after the root, subdomains per
+    second, per CPU second, the bound step's programs it ran)``, counted from the first step after the root to
+    the end (programs by their ``first_splits``). ``search``: the module whose ``bab_search`` runs (default
+    ``rcurves.certify.bab_host``; its ``_search_split`` is timed)."""
+    from rcurves.certify import bab_host
+
+    mod = bab_host if search is None else search
+    marks, real, seen = [], mod._search_split, set()
+
+    def spy(*a, **kw):
+        marks.append((time.perf_counter(), time.process_time()))
+        seen.add(kw["cfg"].first_splits)
+        return real(*a, **kw)
+
+    mod._search_split = spy
+    try:
+        res = mod.bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=seconds)
+    finally:
+        mod._search_split = real
+    t1, c1 = time.perf_counter(), time.process_time()
+    if len(marks) < 2:
+        return res, 0, math.nan, math.nan, seen
+    (t0, c0), n = marks[1], res.bounded - 1
+    return res, len(marks) - 1, n / (t1 - t0), n / max(c1 - c0, 1e-9), seen
+
+
+def batch_sweep(args, argv):
+    from attacks.memory import available_bytes, compiled_bytes
+    from rcurves.certify import bab_batch, bab_host, bab_pool
+
+    net, x_test, y_test, info = trained_mlp(args.layers, args.epochs, args.seed)
+    pred = np.asarray(jax.jit(lambda z: net.logits(z))(jnp.asarray(x_test))).argmax(1)
+    ok = np.flatnonzero(pred == y_test)
+    xs, ys, sample = C.sample_points(x_test[ok], y_test[ok], args.n or 30, seed=args.seed)
+    balls = [sweep_ball(net, xs, ys, float(e), int(i)) for e, i in (p.split(":") for p in args.props)]
+    budget = 2 ** 30                                    # the clock ends every search
+    bab_pool.INITIAL_CAPACITY = args.capacity           # no growth (and no compilation) inside a timed search
+    probe = sweep_config(args.layers, 8, budget)
+    # the bound step's programs: for the first box both (the one for batches with few split first-layer units,
+    # and the full one), for the others the first (the full one is rarely needed within a timed search)
+    lowerings = [[bab_host.step_lowering(r, jnp.zeros(r.input_shape), 0, 1.0, probe, few=few)
+                  for few in ((True, False) if k == 0 else (True,))] for k, (r, _) in enumerate(balls)]
+    plan = int(bab_batch.BATCH_FRACTION * available_bytes())
+    out = {"benchmark": "verify_batch_sweep", "command": " ".join(["python", "benchmarks/verify_speed.py"] + argv),
+           "machine": C.machine_info(), "jax": jax.__version__, "date": time.strftime("%Y-%m-%d"),
+           "args": vars(args), "model": info, "sample": sample, "boxes": [d for _, d in balls],
+           "settings": {"per_margin": True, "steps": probe.steps, "candidates": probe.candidates, "cuts": probe.cuts,
+                        "refresh": probe.refresh, "second_cuts": 0, "capacity": args.capacity},
+           "memory_plan_bytes": plan, "safety": bab_batch.SAFETY}
+    print(f"{len(balls)} boxes, {args.sweep_seconds:g} s per batch and box; {C.load_string()}", flush=True)
+    rows, best = [], 0.0
+
+    def measure(b, row):
+        cfg = sweep_config(args.layers, b, budget)
+        for r, d in balls:
+            res, steps, rate, cpu_rate, seen = timed_search(r, cfg, args.sweep_seconds)
+            row["boxes"].append({"point": d["point"], "eps": d["eps"], "bounded": res.bounded, "steps": steps,
+                                 "per_s": rate, "per_cpu_s": cpu_rate, "lower": res.lower, "reason": res.reason,
+                                 "programs": sorted(seen), "load": C.load_string()})
+
+    def summarise(row):
+        per_box = [[p for p in row["boxes"] if (p["point"], p["eps"]) == (d["point"], d["eps"])] for _, d in balls]
+        rates = [float(np.median([p["per_s"] for p in ps])) for ps in per_box]
+        row.update(per_s_median=float(np.median(rates)), per_s_min=float(np.min(rates)),
+                   per_s_max=float(np.max(rates)),
+                   per_cpu_s_median=float(np.median([np.median([p["per_cpu_s"] for p in ps]) for ps in per_box])),
+                   steps_min=int(min(p["steps"] for p in row["boxes"])), rounds=len(per_box[0]))
+
+    for b in args.batches:                  # the first round, batch by batch, until memory or time says stop
+        t = time.perf_counter()
+        mem = [[compiled_bytes(lw(b).compile()) for lw in pair] for pair in lowerings]
+        row = {"batch": b, "step_bytes_few": mem[0][0], "step_bytes_full": mem[0][1], "step_bytes_all": mem,
+               "compile_s": time.perf_counter() - t, "boxes": []}
+        if bab_batch.SAFETY * max(max(m) for m in mem) > plan:
+            row["stopped"] = "memory"
+            rows.append(row)
+            print(f"batch {b}: the step needs {max(max(m) for m in mem) / 2**20:.0f} MiB: beyond the plan", flush=True)
+            break
+        for r, d in balls:        # untimed: the frontier's programs (a few steps of batch b, whatever the time)
+            bab_host.bab_search(r, jnp.zeros(r.input_shape), 0, 1.0, sweep_config(args.layers, b, 6 * b))
+        measure(b, row)
+        summarise(row)
+        rows.append(row)
+        print(f"batch {b}: {row['per_s_median']:.0f} subdomains/s (median; {row['per_s_min']:.0f}-"
+              f"{row['per_s_max']:.0f}), {row['per_cpu_s_median']:.0f} per CPU s, step {mem[0][0] / 2**20:.1f} / "
+              f"{mem[0][1] / 2**20:.1f} MiB; {C.load_string()}", flush=True)
+        best = max(best, row["per_s_median"])
+        if row["steps_min"] < 3:
+            row["stopped"] = "time"
+            break
+        if row["per_s_median"] < 0.5 * best:
+            row["stopped"] = "slower"
+            break
+    timed = [row for row in rows if row["boxes"]]
+    for k in range(1, args.rounds):         # more rounds, interleaved (a change of load hits every batch alike)
+        for row in (timed if k % 2 == 0 else timed[::-1]):
+            measure(row["batch"], row)
+    for row in timed:
+        summarise(row)
+    choice = bab_batch.choose(bab_host.step_lowering(balls[0][0], jnp.zeros(balls[0][0].input_shape), 0, 1.0, probe),
+                              ("sweep", args.layers))
+    out["auto"] = {"device_cap": bab_batch.device_cap(), **choice._asdict()}
+    out["rows"], out["machine_end"] = rows, C.machine_info()
+    C.print_table(rows, ["batch", "per_s_median", "per_s_min", "per_s_max", "per_cpu_s_median", "steps_min",
+                         "step_bytes_few", "step_bytes_full", "stopped"],
+                  title=f"branch and bound on MNIST MLP 784-{'-'.join(['256'] * args.layers)}-10 ({info['data']}): "
+                        f"subdomains per second against the batch, {len(balls)} open boxes, "
+                        f"{args.sweep_seconds:g} s each; {C.load_string()}")
+    print(f"batch='auto' here: {choice.batch} (cap {out['auto']['device_cap']}, step {choice.step_bytes} bytes)")
+    C.write_json(args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                          "verify_batch_sweep.json"), out)
+    return out
+
+
 def main(argv=None):
     from rcurves import certify
 
@@ -170,7 +342,23 @@ def main(argv=None):
                         "a falsified one carries a counterexample re-checked on the model)")
     p.add_argument("--joint", action="store_true",
                    help="branch and bound on all margins at once (verify's per_margin=False), not one at a time")
+    p.add_argument("--batch-sweep", action="store_true",
+                   help="measure branch and bound's subdomains/s against its batch instead (see the module doc)")
+    p.add_argument("--batches", type=int, nargs="+", default=list(SWEEP_BATCHES),
+                   help="--batch-sweep: the batches (default 8 16 ... 4096)")
+    p.add_argument("--props", nargs="+", default=list(SWEEP_PROPS),
+                   help="--batch-sweep: the boxes as eps:point of the sample (default %(default)s)")
+    p.add_argument("--sweep-seconds", type=float, default=10.0, help="--batch-sweep: seconds per batch and box")
+    p.add_argument("--capacity", type=int, default=2 ** 14, help="--batch-sweep: the frontier's slots")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="--batch-sweep: timed searches per batch and box (the first batch by batch, the others "
+                        "interleaved over the batches measured; the median is reported)")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
+    if args.batch_sweep:
+        if args.out == os.path.join(C.RESULTS, "verify_speed.json"):
+            args.out = None
+        return batch_sweep(args, argv)
     n = args.n or (3 if args.quick else 30)
     limit = args.time_limit or (10.0 if args.quick else 60.0)
     milp_time = (10.0 if args.quick else 60.0) if args.milp_time is None else args.milp_time

@@ -15,6 +15,7 @@ Branch and bound (the loop of alpha-beta-CROWN, Wang et al. 2021,
 
 1. bound the root (the whole ball); certified if its bound is positive;
 2. otherwise the frontier holds the root; each iteration takes the ``batch``
+   (a number, or ``"auto"``: sized to the device, ``bab_batch``)
    frontier subdomains with the lowest bounds, splits each on its own
    highest-scoring unstable unit into two children, bounds the ``2 batch``
    children side by side (``vmap``), drops the children that are certified
@@ -40,8 +41,13 @@ Each concept has its own module in ``rcurves/certify/``; each imports only the o
   ``certified_radius(method='bab')``'s bisection over radii (:data:`bab_jit`);
 * ``bab_lp``: the LPs of the host search (HiGHS): a fully split subdomain's exact minimum, the second layer's
   LP bounds (``second_cuts``);
+* ``bab_step``: the jitted programs of one step of the host search (the ball's shared arrays; a batch of
+  parents split, their children bounded);
+* ``bab_pool``: the host search's frontier, kept on the device: subdomains taken and put by small jitted
+  programs, a capacity that doubles when full;
+* ``bab_batch``: ``batch="auto"``: the batch from the device's cap and XLA's memory analysis of the bound step;
 * ``bab_host``: one ball's search driven from the host (:func:`bab_search`, ``certify.verify``'s last stage):
-  a clock between batches, a frontier that grows as it needs.
+  a clock between steps, a few numbers copied to the host per step.
 
 This module gathers their public names.
 """

@@ -8,6 +8,9 @@ side by side (``vmap``). It pays per iteration for the whole frontier: on the MN
 1,641-subdomain one 2.8 s and 11.2 s. (``bab_host.bab_search``, the host-driven search, with the same BaBSR rule
 bounds the same subdomains in 9.0-9.4 s and 0.57 s, whatever the budget.)
 
+``cfg.batch`` is a number here (``certified_radius`` resolves ``"auto"`` first: ``bab_batch.choose`` on the
+memory of :data:`bab_jit`'s whole program, frontier included).
+
 ``certified_radius(method='bab')`` (:data:`bab_jit`) searches the radius by bisection in log
 scale inside ``[lower, upper]`` (CROWN's certified radius and an attack's
 distance), each round one branch and bound at the midpoint; after a failed
@@ -59,6 +62,9 @@ def bab_certify_point(prep: Prepared, x, y, eps, cfg: BaBConfig, prev: "Frontier
     Returns ``(ok, m, n, frontier)``: ``m`` the lowest bound left in the
     frontier (``inf`` when certified), ``n`` the number of subdomains bounded.
     """
+    if not isinstance(cfg.batch, int):
+        raise ValueError(f"batch: bab_certify_point needs a number, got {cfg.batch!r} (resolve 'auto' with "
+                         "bab_batch.choose and bab_settings.with_batch, as certified_radius does)")
     root = _root(prep, x, y, eps, cfg)
     rest_ok = root.rest_ok
     bound_one, init_params, total, _ = _bounder(prep, root, x, eps, cfg)

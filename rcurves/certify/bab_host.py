@@ -1,10 +1,23 @@
 """:func:`bab_search`: branch and bound of one ball, driven from the host (``certify.verify``'s last stage).
 
 The same search as ``bab_device.bab_certify_point``, driven from the host. Each iteration is one call of a
-jitted program of fixed shapes (``batch`` parents in, their ``2 batch`` children bounded: :func:`_search_split`),
-the frontier is kept in NumPy arrays that double when full (:class:`_Pool`), and the clock is read between
-iterations: the time per subdomain does not grow with the budget, and a time limit stops the search within one
-iteration. Every child's primal point is a candidate counterexample; a subdomain with no unstable unit left
+jitted program of fixed shapes (``batch`` parents in, their ``2 batch`` children bounded: ``bab_step._search_split``;
+``batch="auto"``: ``bab_batch``), the frontier stays on the device in arrays that double when full
+(``bab_pool``), and the clock is read between iterations: the time per subdomain does not grow with the
+budget, and a time limit stops the search within one iteration.
+
+**What stays on the device, what comes to the host.** Per iteration three programs are dispatched without
+waiting: ``bab_pool._take`` (the ``batch`` lowest subdomains out of the frontier), ``_search_split`` (their
+children bounded) and ``bab_pool._tail`` (the open children into the frontier); then one copy to the host of
+nine numbers (NaN bounds, candidate counterexamples, leaves, open children, the lowest proven bound, the
+frontier's lowest bound before and after, and for the next iteration's choice of program the most split
+first-layer units and the oldest age among the next parents). The rest is on the host only when it happens:
+the candidates' primal points (to re-check them, ``check``), the leaves' subdomains (their exact LPs, on the
+host by HiGHS; those proven are then dropped from the frontier, ``bab_pool._drop``), the root's bound and
+cuts (once per search). The host keeps the clock, the count of subdomains (and so when the frontier must
+grow, before an iteration whose children might not fit), the budget and the second-layer LP restart (which
+discards the frontier and starts a new one from the root). The staged refresh (``BaBConfig.refresh``) and
+the ``FEW_FIRST_SPLITS`` program are chosen from those numbers, so the choice of program costs no extra copy. Every child's primal point is a candidate counterexample; a subdomain with no unstable unit left
 goes to its exact LP (``bab_lp._exact_leaf``); on MLPs the root adds the first layer's cuts (``bab_cuts``) and,
 after :data:`SECOND_AFTER` subdomains, the second layer's LP bounds (``bab_lp._second_tightened``).
 """
@@ -22,11 +35,14 @@ import numpy as np
 
 from attacks.losses import margin
 from attacks.precision import exact_precision
-from rcurves.certify.bab_bounds import _bounder, _n_optimised, _start_params
+from rcurves.certify import bab_batch, bab_step
+from rcurves.certify.bab_bounds import _n_optimised, _start_params
 from rcurves.certify.bab_cuts import _is_mlp, _root_cuts
 from rcurves.certify.bab_lp import LEAF_TOL, _exact_leaf, _leaf_blocks, _second_tightened
-from rcurves.certify.bab_root import Root, _root
-from rcurves.certify.bab_settings import RECOMPUTE, BaBConfig
+from rcurves.certify.bab_pool import _drop, _grow, _new_pool, _peek, _tail, _take, capacity_for
+from rcurves.certify.bab_root import Root
+from rcurves.certify.bab_settings import RECOMPUTE, BaBConfig, check_batch
+from rcurves.certify.bab_step import _leaf_bounds, _program_cfg, _search_root, _search_split  # noqa: F401
 from rcurves.nets.bounds import Prepared
 
 
@@ -69,53 +85,6 @@ def _now() -> float:
     return time.perf_counter()
 
 
-def _program_cfg(cfg: BaBConfig) -> BaBConfig:
-    """``cfg`` without the settings the host applies (budget, capacity, second_cuts): one program for any
-    budget."""
-    return dataclasses.replace(cfg, budget=0, capacity=0, second_cuts=0)
-
-
-@functools.partial(jax.jit, static_argnames=("cfg",))
-@exact_precision
-def _search_root(net, x, y, eps, *, cfg: BaBConfig):
-    """``(prep, root, params)``: the shared arrays of the ball and the root subdomain's starting
-    ``(alpha, beta)`` (with ``cfg.refresh`` also the root's hidden bounds; the root has no cuts here:
-    :func:`bab_search` adds them and their logits) (its bound comes from :func:`_search_split`: one program to
-    compile, not two)."""
-    from rcurves.nets.bounds import prepare
-
-    prep = prepare(net, dataclasses.replace(cfg.bound, method="crown"))
-    root = _root(prep, x, y, eps, cfg)
-    return prep, root, _bounder(prep, root, x, eps, cfg)[1]()
-
-
-@functools.partial(jax.jit, static_argnames=("cfg", "fresh"))
-@exact_precision
-def _search_split(prep, root, x, y, eps, parents, units, params, rows=None, *, cfg: BaBConfig, fresh=True):
-    """The ``2 B`` children of ``parents (B, H)`` split on ``units (B,)`` (active ones first; a unit ``-1``
-    leaves its parent as it is), each bounded from its parent's ``params``: ``(sgn (2B, H), lb (2B,),
-    nxt (2B,), params, primal (2B, D), margin (2B,))``: each child's primal point (the point of the ball
-    its bound's worst row is lowest at) and the model's smallest margin ``z_y - max_{j != y} z_j`` there,
-    in float32 (negative: a candidate counterexample). ``rows``: see ``bab_bounds._bounder``."""
-    bound_one, _, total, _ = _bounder(prep, root, x, eps, cfg, rows)
-    cols = jnp.arange(total)[None, :] == units[:, None]
-    kids = jnp.concatenate([jnp.where(cols, jnp.int8(-1), parents), jnp.where(cols, jnp.int8(1), parents)])
-    warm = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, a]), params)
-    lb, nxt, kp, pts = jax.vmap(functools.partial(bound_one, primal=True, fresh=fresh))(kids, warm)
-    z = prep.net.logits(pts.reshape((pts.shape[0],) + tuple(prep.net.input_shape)))
-    return kids, lb, nxt, kp, pts, -jax.vmap(margin, in_axes=(0, None))(z, y)
-
-
-@functools.partial(jax.jit, static_argnames=("cfg",))
-@exact_precision
-def _leaf_bounds(prep, root, x, eps, sgn, rows=None, inherited=None, *, cfg: BaBConfig):
-    """The hidden pre-activation bounds ``[(l, u), ...]`` of the subdomain ``sgn (H,)`` (as :func:`_search_split`
-    bounds it: the same recomputed rows; ``inherited``: with ``cfg.refresh``, the subdomain's own hidden bounds of
-    the layers after the first: the second layer's recomputed and intersected with them, the later ones as they
-    are, split units clipped)."""
-    return _bounder(prep, root, x, eps, cfg, rows)[3](sgn, inherited, inherited is None)[0]
-
-
 #: :func:`bab_search` bounds a batch whose subdomains have at most this many split first-layer units with a
 #: program that corrects only that many (``BaBConfig.first_splits``; the same bounds up to float rounding, as
 #: none is left out), the other batches with ``first_splits``. Side by side on ``benchmarks/verify_speed.py``'s 784-256-256-10 MLP
@@ -123,54 +92,6 @@ def _leaf_bounds(prep, root, x, eps, sgn, rows=None, inherited=None, *, cfg: BaB
 #: with 64 (the same subdomains), and an open box at eps 0.02 bounded 77,503 subdomains in 30 s against
 #: 62,655 (lower bound -0.44 against -0.46).
 FEW_FIRST_SPLITS = 16
-
-
-class _Pool:
-    """The undecided subdomains, on the host: rows ``[0, n)`` of arrays that double in length when full
-    (a frontier as large as the search needs, not as its budget allows)."""
-
-    def __init__(self, sgn, lb, nxt, leaves):
-        self.n = 0
-        self.sgn = np.zeros((1,) + sgn.shape[1:], np.int8)
-        self.lb = np.zeros(1, np.float32)
-        self.nxt = np.zeros(1, np.int32)
-        self.leaves = [np.zeros((1,) + a.shape[1:], a.dtype) for a in leaves]
-        self.add(sgn, lb, nxt, leaves)
-
-    def _arrays(self):
-        return [self.sgn, self.lb, self.nxt] + self.leaves
-
-    def add(self, sgn, lb, nxt, leaves):
-        m = lb.shape[0]
-        if self.n + m > self.lb.shape[0]:
-            size = max(2 * self.lb.shape[0], self.n + m)
-            grown = []
-            for a in self._arrays():
-                b = np.zeros((size,) + a.shape[1:], a.dtype)
-                b[:self.n] = a[:self.n]
-                grown.append(b)
-            self.sgn, self.lb, self.nxt, *self.leaves = grown
-        for a, v in zip(self._arrays(), [sgn, lb, nxt] + list(leaves)):
-            a[self.n:self.n + m] = v
-        self.n += m
-
-    def take(self, k):
-        """Remove the ``k`` subdomains with the lowest bounds (all if fewer): ``(sgn, nxt, leaves)``."""
-        n = self.n
-        idx = np.arange(n) if k >= n else np.argpartition(self.lb[:n], k - 1)[:k]
-        out = (self.sgn[idx], self.nxt[idx], [a[idx] for a in self.leaves])
-        m = idx.size
-        gone = np.zeros(n, bool)
-        gone[idx] = True
-        holes = np.flatnonzero(gone[:n - m])
-        movers = n - m + np.flatnonzero(~gone[n - m:])
-        for a in self._arrays():
-            a[holes] = a[movers]
-        self.n = n - m
-        return out
-
-    def lowest(self) -> float:
-        return float(np.min(self.lb[:self.n])) if self.n else math.inf
 
 
 def _unstable_rows(prep: Prepared, root: Root):
@@ -197,6 +118,93 @@ def _unstable_rows(prep: Prepared, root: Root):
 SECOND_AFTER = 512
 
 
+class _Ball(NamedTuple):
+    """What every step of one ball's search shares (:func:`_prepare`)."""
+
+    x: jax.Array
+    y: jax.Array
+    eps: jax.Array
+    prep: Prepared
+    root: Root
+    p0: tuple             # the root subdomain's starting parameters
+    rows: tuple           # the units recomputed per subdomain (``_unstable_rows``), or None: all
+    leaf_blocks: list     # the hidden blocks' float64 maps (cuts, exact leaves, second-layer LPs), once built
+    pcfg: BaBConfig       # the batch program's settings (``bab_step._program_cfg``)
+    few: BaBConfig        # the same with ``FEW_FIRST_SPLITS`` corrected units
+    smaller: bool         # whether batches with few split first-layer units run ``few``
+    total: int            # hidden units (the length of a subdomain's signs)
+    h1: int               # first-layer units
+    treedef: object       # the structure of a subdomain's parameters
+
+
+def _prepare(net, x, y, eps, cfg: BaBConfig, t_end: float) -> _Ball:
+    """The ball's shared arrays (``bab_step._search_root``), with the first layer's cuts where ``cfg.cuts``
+    asks for them (their LP within the time left before ``t_end``)."""
+    pcfg = _program_cfg(cfg)
+    x = jnp.asarray(x, jnp.float32)
+    y, eps = jnp.int32(y), jnp.float32(eps)
+    prep, root, p0 = _search_root(net, x, y, eps, cfg=pcfg)
+    leaf_blocks = []
+    if (cfg.cuts > 0 or cfg.second_cuts > 0) and _is_mlp(net) and cfg.bound.norm == "linf":
+        leaf_blocks.extend(_leaf_blocks(prep))
+        cuts = _root_cuts(leaf_blocks, root, x, eps, cfg, t_end - _now()) if cfg.cuts > 0 else None
+        if cuts is not None:
+            root = root._replace(cuts=cuts)
+            p0 = _start_params(root, pcfg)
+    rows = _unstable_rows(prep, root) if cfg.recompute == "unstable" else None
+    h1 = math.prod(root.bounds[0][0].shape)
+    # (only where the second layer is bounded by split corrections and the smaller program differs)
+    smaller = (0 < FEW_FIRST_SPLITS < min(cfg.first_splits, h1) and len(root.bounds) >= 2
+               and prep.jacs[1] is not None)
+    return _Ball(x, y, eps, prep, root, p0, rows, leaf_blocks, pcfg,
+                 dataclasses.replace(pcfg, first_splits=FEW_FIRST_SPLITS), smaller,
+                 int(sum(math.prod(l.shape) for l, _ in root.bounds)), h1, jax.tree_util.tree_structure(p0))
+
+
+def _program(ball: _Ball, n1: int) -> BaBConfig:
+    """The batch program for parents with at most ``n1`` split first-layer units (their new splits counted)."""
+    return ball.few if ball.smaller and n1 <= FEW_FIRST_SPLITS else ball.pcfg
+
+
+def _root_args(ball: _Ball, b: int, p):
+    """``b`` copies of the root subdomain, not split (unit -1), with parameters ``p``: ``(sgn, units, leaves)``."""
+    return (jnp.zeros((b, ball.total), jnp.int8), jnp.full((b,), -1, jnp.int32),
+            [jnp.repeat(jnp.asarray(a)[None], b, axis=0) for a in jax.tree_util.tree_leaves(p)])
+
+
+def _lowering(ball: _Ball, cfg: "BaBConfig | None" = None):
+    """``b -> `` the batch program of the root's step (``bab_step._search_split`` under ``cfg``, default the
+    root's: :func:`_program` of 0 split units) lowered for ``b`` parents on this ball's arrays: the program a
+    search with batch ``b`` compiles first."""
+    use = _program(ball, 0) if cfg is None else cfg
+
+    def lower(b: int):
+        sgn, units, leaves = _root_args(ball, b, ball.p0)
+        return bab_step._search_split.lower(ball.prep, ball.root, ball.x, ball.y, ball.eps, sgn, units,
+                                            jax.tree_util.tree_unflatten(ball.treedef, leaves), ball.rows,
+                                            cfg=use, fresh=True)
+
+    return lower
+
+
+def _auto_batch(ball: _Ball, cfg: BaBConfig) -> int:
+    """``batch="auto"`` on this ball: ``bab_batch.choose`` on the root step's program, at most ``budget // 2``,
+    a power of two."""
+    key = ("host", _program(ball, 0), bab_batch.shapes_key(ball.prep, ball.root, ball.p0, ball.rows))
+    b = max(1, min(bab_batch.choose(_lowering(ball), key).batch, cfg.budget // 2))
+    return 1 << (b.bit_length() - 1)
+
+
+@exact_precision
+def step_lowering(net, x, y, eps, cfg: BaBConfig, *, few: "bool | None" = None):
+    """``b -> `` the bound step :func:`bab_search` runs on this ball lowered for ``b`` parents (compile it and
+    read ``memory_analysis()``: what ``batch="auto"`` reads); ``few``: the program for batches with at most
+    :data:`FEW_FIRST_SPLITS` split first-layer units (True), the full one (False), or the root's (None). Bounds
+    the ball's root (and solves the cuts' LP) once."""
+    ball = _prepare(net, x, y, eps, cfg, math.inf)
+    return _lowering(ball, None if few is None else ball.few if few and ball.smaller else ball.pcfg)
+
+
 @exact_precision
 def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, check=None) -> SearchResult:
     """Branch and bound of one ball, driven from the host, for as long as ``time_limit`` and ``cfg.budget``
@@ -204,17 +212,22 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
 
     The same search as ``bab_device.bab_certify_point`` (alpha-beta-CROWN per subdomain, children warm-started
     from their parent, the ``cfg.batch`` lowest subdomains split per iteration), but each iteration is one
-    call of a jitted program of fixed shapes (``B`` parents in, ``2 B`` children out) and the frontier lives
-    on the host: it grows as needed, so the time per iteration does not depend on the budget, and the clock
-    is read between iterations. One program bounds subdomains (the root too: ``B`` copies of it, unsplit),
-    a small one prepares the ball: compiled once per architecture and ``cfg`` (its budget aside).
+    call of a jitted program of fixed shapes (``B`` parents in, ``2 B`` children out) and the frontier grows as
+    needed (on the device, ``bab_pool``: the time per iteration does not depend on the budget), and the clock
+    is read between iterations. One program bounds subdomains (the root too: ``B`` copies of it, unsplit), a
+    small one prepares the ball: compiled once per architecture and ``cfg`` (its budget aside).
+
+    Per iteration the host reads a few numbers (how many children are open, NaN, candidate counterexamples
+    or leaves for the exact LP, the lowest bounds: ``bab_pool._tail``); the children's points and subdomains
+    come to the host only when a step has candidate counterexamples or leaves.
 
     Args:
       net: a :class:`~rcurves.certify.Network`.
       x: the centre ``(*net.input_shape)``; y: its class; eps: the radius in ``cfg.bound.norm`` (inside
         ``cfg.bound.domain``).
       cfg: see :class:`BaBConfig` (``budget``: most subdomains bounded, at most ``budget + 2 batch - 1``;
-        ``capacity`` unused: the frontier grows).
+        ``batch``: a number, or ``"auto"``: ``bab_batch.choose`` on this ball's bound step, a power of two at
+        most ``budget // 2``; ``capacity`` unused: the frontier grows).
       time_limit: seconds; no iteration starts after it (one iteration, and the compilation of a program on
         its first call, may run past it: up to four variants of the batch program, with ``refresh`` and
         :data:`FEW_FIRST_SPLITS`, the later ones compiled when a search first needs them).
@@ -229,64 +242,49 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
 
     Returns:
       :class:`SearchResult`.
+
+    Raises:
+      ValueError: ``cfg.recompute`` or ``cfg.batch`` not one of the allowed values (before any compilation).
     """
     if cfg.recompute not in RECOMPUTE:
         raise ValueError(f"recompute: expected one of {RECOMPUTE}, got {cfg.recompute!r}")
+    check_batch(cfg.batch)
     t_end = _now() + time_limit
-    pcfg = _program_cfg(cfg)
-    x = jnp.asarray(x, jnp.float32)
-    y, eps = jnp.int32(y), jnp.float32(eps)
-    B = max(1, cfg.batch)
-    prep, root, p0 = _search_root(net, x, y, eps, cfg=pcfg)
-    leaf_blocks = []                      # the hidden blocks' float64 maps (cuts, exact leaves), built once
-    second = False                        # the second layer's LP bounds: after SECOND_AFTER subdomains
-    if (cfg.cuts > 0 or cfg.second_cuts > 0) and _is_mlp(net) and cfg.bound.norm == "linf":
-        leaf_blocks.extend(_leaf_blocks(prep))
-        second = cfg.second_cuts > 0 and len(leaf_blocks) >= 2
-        cuts = _root_cuts(leaf_blocks, root, x, eps, cfg, t_end - _now()) if cfg.cuts > 0 else None
-        if cuts is not None:
-            root = root._replace(cuts=cuts)
-            p0 = _start_params(root, pcfg)
+    ball = _prepare(net, x, y, eps, cfg, t_end)
+    x, y, eps, prep, p0, rows, leaf_blocks = ball.x, ball.y, ball.eps, ball.prep, ball.p0, ball.rows, ball.leaf_blocks
+    root, pcfg, total, h1, treedef = ball.root, ball.pcfg, ball.total, ball.h1, ball.treedef
+    second = cfg.second_cuts > 0 and len(leaf_blocks) >= 2   # the second layer's LP bounds: after SECOND_AFTER
     n_opt = _n_optimised(root)
-    total = int(sum(math.prod(l.shape) for l, _ in root.bounds))
-    treedef = jax.tree_util.tree_structure(p0)
-    rows = _unstable_rows(prep, root) if cfg.recompute == "unstable" else None
 
     shape = tuple(net.input_shape)
     found = [None]
 
     def refuted(pts, margins, valid):
-        """Record the first confirmed counterexample among the primal points with a margin <= 0 (``pts``
-        stays on the device unless there is a candidate)."""
+        """Record the first confirmed counterexample among the points with a margin <= 0 (``pts``: the primal
+        points, on the device, of which only the candidates come to the host; or an exact leaf's float64 point)."""
         cand = np.flatnonzero(valid & (margins <= 0))
         if cand.size == 0:
             return False
         cand = cand[np.argsort(margins[cand], kind="stable")]
-        pts = np.asarray(pts)[cand].astype(np.float64).reshape((cand.size,) + shape)
+        pts = pts[cand] if isinstance(pts, np.ndarray) else pts[jnp.asarray(cand)]
+        pts = np.asarray(pts).astype(np.float64).reshape((cand.size,) + shape)
         i = 0 if check is None else check(pts)
         if i is None:
             return False
         found[0] = pts[i]
         return True
 
-    h1 = math.prod(root.bounds[0][0].shape)
-    few = dataclasses.replace(pcfg, first_splits=FEW_FIRST_SPLITS)
-    # (only where the second layer is bounded by split corrections and the smaller program differs)
-    smaller = (0 < FEW_FIRST_SPLITS < min(cfg.first_splits, h1) and len(root.bounds) >= 2
-               and prep.jacs[1] is not None)
     used = [pcfg]                         # the program of the last split (an exact leaf's bounds come from it)
+    program = functools.partial(_program, ball)
+    B = max(1, cfg.batch) if cfg.batch != "auto" else _auto_batch(ball, cfg)
 
-    def split(sgn, units, leaves, fresh=True):
-        # the children's split first-layer units, at most: within FEW_FIRST_SPLITS, the smaller program
-        n1 = int(np.max(np.count_nonzero(sgn[:, :h1], axis=1) + ((units >= 0) & (units < h1)))) if smaller else 0
-        use = few if smaller and n1 <= FEW_FIRST_SPLITS else pcfg
-        out = _search_split(prep, root, x, y, eps, jnp.asarray(sgn), jnp.asarray(units),
-                            jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in leaves]), rows,
-                            cfg=use, fresh=fresh)
+    def split(sgn, units, leaves, n1, fresh=True):
+        use = program(n1)
+        out = _search_split(prep, root, x, y, eps, sgn, units, jax.tree_util.tree_unflatten(treedef, list(leaves)),
+                            rows, cfg=use, fresh=fresh)
         kids, lb, nxt, params, pts, marg = out
-        leaves = [np.asarray(a) for a in jax.tree_util.tree_leaves(params)]
         used[0] = use
-        return np.asarray(kids), np.asarray(lb), np.asarray(nxt), leaves, pts, np.asarray(marg)
+        return kids, lb, nxt, jax.tree_util.tree_leaves(params), pts, marg
 
     def exact(sgn, leaves):
         """A subdomain with no unstable unit left (the network is affine on it): its exact minimum by an LP
@@ -296,6 +294,7 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
             return "time"
         if not leaf_blocks:
             leaf_blocks.extend(_leaf_blocks(prep))
+        sgn = np.asarray(sgn)
         inherited = None
         if cfg.refresh > 0:
             inherited = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in leaves])[n_opt]
@@ -309,7 +308,7 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         if point is not None:
             z = net.logits(jnp.asarray(point, jnp.float32).reshape((1,) + shape))
             m_pt = -np.asarray(jax.vmap(margin, in_axes=(0, None))(z, y))
-            if refuted(point[None], m_pt, np.ones(1, bool)):
+            if refuted(np.asarray(point)[None], m_pt, np.ones(1, bool)):
                 return "falsified"
         return None
 
@@ -317,9 +316,8 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
         """Bound the root (from ``p0``) and search; ``(result, bounded)``, or ``(None, bounded)`` when
         ``may_restart`` and the search is still open after :data:`SECOND_AFTER` subdomains."""
         # the root: B copies, not split (unit -1), of which the first is kept
-        _, lb_r, nxt_r, p_r, pts_r, m_r = split(
-            np.zeros((B, total), np.int8), np.full(B, -1, np.int32),
-            [np.repeat(np.asarray(a)[None], B, axis=0) for a in jax.tree_util.tree_leaves(p0)])
+        _, lb_r, nxt_r, p_r, pts_r, m_r = split(*_root_args(ball, B, p0), 0)
+        lb_r, nxt_r, m_r = (np.asarray(a) for a in jax.device_get((lb_r[:1], nxt_r[:1], m_r[:1])))
         rest_min = float(root.rest_min)
         lb_r, nxt_r, p_r = float(lb_r[0]), int(nxt_r[0]), [a[:1] for a in p_r]
 
@@ -337,7 +335,7 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
             return done(False, "rows"), start
         if lb_r > 0:
             return done(True, "verified"), start
-        if refuted(pts_r[:1], m_r[:1], np.ones(1, bool)):
+        if refuted(pts_r[:1], m_r, np.ones(1, bool)):
             return done(False, "falsified", lb_r), start
         if nxt_r < 0:
             leaf = exact(np.zeros(total, np.int8), [a[0] for a in p_r])
@@ -346,13 +344,16 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
             if isinstance(leaf, float) and leaf < math.inf:    # (the ball holds x: an empty root is rounding)
                 return done(True, "verified", leaf), start
             return done(False, "time" if leaf == "time" else "stuck", lb_r), start
-        # each subdomain's age (host only, the last of its leaves): splits since its later layers' bounds were
-        # recomputed (``cfg.refresh``)
+        # the frontier, on the device (bab_pool); each subdomain's age: splits since its later layers' bounds
+        # were recomputed (``cfg.refresh``)
         staged = cfg.refresh > 1 and len(root.bounds) > 2
-        pool = _Pool(np.zeros((1, total), np.int8), np.array([lb_r], np.float32), np.array([nxt_r], np.int32),
-                     p_r + [np.zeros(1, np.int32)])
+        capacity = capacity_for(1, B)
+        pool = _new_pool(jnp.zeros((1, total), jnp.int8), jnp.full((1,), lb_r, jnp.float32),
+                         jnp.full((1,), nxt_r, jnp.int32), tuple(p_r), capacity=capacity)
+        n, lowest = 1, lb_r               # subdomains held, their lowest bound
+        n1, oldest = int(0 <= nxt_r < h1), 0     # of the next parents: split first-layer units, age
         proven, bounded, peak, reason = math.inf, start, 1, "verified"
-        while pool.n:
+        while n:
             if _now() >= t_end:
                 reason = "time"
                 break
@@ -361,52 +362,66 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
             if bounded >= cfg.budget:
                 reason = "budget"
                 break
-            sgn, nxt, leaves = pool.take(B)
-            *leaves, age = leaves
-            m = nxt.shape[0]
-            if m < B:                                 # pad with copies of the first parent (results unused)
-                pad = lambda a: np.concatenate([a, np.repeat(a[:1], B - m, axis=0)])   # noqa: E731
-                sgn, nxt, leaves, age = pad(sgn), pad(nxt), [pad(a) for a in leaves], pad(age)
-            fresh = not staged or int(np.max(age[:m])) + 1 >= cfg.refresh
-            kids, klb, knxt, kleaves, kpts, kmarg = split(sgn, nxt, leaves, fresh)
-            kage = np.zeros(2 * B, np.int32) if fresh else np.concatenate([age, age]) + 1
-            valid = np.concatenate([np.arange(B) < m, np.arange(B) < m])
-            kids, klb, knxt = kids[valid], klb[valid], knxt[valid]
-            kleaves = [a[valid] for a in kleaves] + [kage[valid]]
+            m = min(B, n)
+            if n + m > capacity:                       # room for every child of this step
+                while n + m > capacity:
+                    capacity *= 2
+                pool = _grow(pool, capacity=capacity)
+            pool, sgn, nxt, leaves, age = _take(pool, batch=B)
+            fresh = not staged or oldest + 1 >= cfg.refresh
+            kids, klb, knxt, kleaves, kpts, kmarg = split(sgn, nxt, leaves, n1, fresh)
+            pool, counts, values, dest = _tail(pool, kids, klb, knxt, tuple(kleaves), kmarg, age, jnp.int32(m),
+                                               batch=B, h1=h1, fresh=fresh)
+            counts, values = jax.device_get((counts, values))          # the step's only copy to the host
+            n_nan, n_cand, n_leaf, n_open, n1, oldest = (int(v) for v in counts)
+            shut_min, lowest_before, lowest = (float(v) for v in values)
             bounded += 2 * m
-            if np.isnan(klb).any():
+            held = n - m                               # before this step's children
+            valid = np.concatenate([np.arange(B) < m, np.arange(B) < m])
+            if n_nan:
                 reason = "nan"
+                n, lowest = held, lowest_before
                 break
-            if refuted(kpts, kmarg, valid):
+            if n_cand and refuted(kpts, np.asarray(kmarg), valid):
                 reason = "falsified"
+                n, lowest = held, lowest_before
                 break
-            shut = klb > 0                            # proven (inf: empty, no point of the ball)
-            late = False
-            for i in np.flatnonzero(~shut & (knxt < 0)):
-                leaf = exact(kids[i], [a[i] for a in kleaves[:-1]])
-                if leaf == "falsified":
-                    reason = "falsified"
+            closed, late, stuck = [], False, False
+            if n_leaf:                                 # leaves: their exact LPs, in order
+                klb_h, knxt_h, dest_h = (np.asarray(a) for a in jax.device_get((klb, knxt, dest)))
+                for i in np.flatnonzero(valid & ~(klb_h > 0) & (knxt_h < 0)):
+                    leaf = exact(kids[i], [a[i] for a in kleaves])
+                    if leaf == "falsified":
+                        reason = "falsified"
+                        break
+                    if leaf == "time":                 # the open children stay in the frontier (their bound)
+                        late = True
+                        break
+                    if leaf is None:
+                        stuck = True
+                    else:
+                        closed.append(i)
+                        shut_min = min(shut_min, leaf)
+                if reason == "falsified":
+                    n, lowest = held, lowest_before
                     break
-                if leaf == "time":                    # the open children still go to the frontier (its bound)
-                    late = True
-                    break
-                if leaf is not None:
-                    shut[i], klb[i] = True, leaf
-            if reason == "falsified":
-                break
-            if shut.any():
-                proven = min(proven, float(np.min(klb[shut])))
-            open_ = ~shut
-            pool.add(kids[open_], klb[open_], knxt[open_], [a[open_] for a in kleaves])
-            peak = max(peak, pool.n)
+                if closed:                             # proven by their LPs: out of the frontier
+                    slots = np.full(2 * B, capacity, np.int32)              # (one shape: one program)
+                    slots[:len(closed)] = dest_h[closed]
+                    pool = _drop(pool, jnp.asarray(slots))
+                    info, low = jax.device_get(_peek(pool, batch=B, h1=h1))
+                    n1, oldest, lowest = int(info[0]), int(info[1]), float(low)
+            proven = min(proven, shut_min)
+            n = held + n_open - len(closed)
+            peak = max(peak, n)
             if late:
                 reason = "time"
                 break
-            if np.any(knxt[open_] < 0):
+            if stuck:
                 reason = "stuck"
                 break
         verified = reason == "verified"
-        return done(verified, reason, min(proven, pool.lowest()), bounded, pool.n, peak), bounded
+        return done(verified, reason, min(proven, lowest if n else math.inf), bounded, n, peak), bounded
 
     res, bounded = run(p0, 1, second)
     if res is None:
@@ -418,4 +433,4 @@ def bab_search(net, x, y, eps, cfg: BaBConfig, *, time_limit: float = math.inf, 
     return res
 
 
-__all__ = ["FEW_FIRST_SPLITS", "SECOND_AFTER", "SearchResult", "bab_search"]
+__all__ = ["FEW_FIRST_SPLITS", "SECOND_AFTER", "SearchResult", "bab_search", "step_lowering"]

@@ -1,11 +1,14 @@
 """The settings of one branch-and-bound search: :class:`BaBConfig`, static (each jitted program of the
 search is compiled for one), and :func:`bab_config`, which builds one whose frontier cannot overflow and checks
 its settings. What each setting does is described with it; the code it steers is in the other ``bab_*`` modules
-(named at each setting).
+(named at each setting). ``batch="auto"`` is resolved to a number by ``bab_batch`` (:func:`with_batch` puts it
+in).
 """
 from __future__ import annotations
 
 import dataclasses
+
+import numpy as np
 
 from attacks.checks import check_positive_int
 from rcurves.nets.bounds import BoundConfig
@@ -23,7 +26,9 @@ class BaBConfig:
     Attributes:
       bound: the norm and input domain (its method is ignored: CROWN bounds the
         hidden layers, alpha-beta-CROWN the margins).
-      batch: subdomains split per iteration (``2 batch`` children bounded at once).
+      batch: subdomains split per iteration (``2 batch`` children bounded at once), or ``"auto"``: the
+        largest that the device's cap and its memory allow (``bab_batch``; ``bab_host.bab_search`` and
+        ``certified_radius(method='bab')`` resolve it, ``bab_device.bab_certify_point`` needs a number).
       budget: subdomains bounded per certification: no iteration starts
         once ``budget`` have been (so at most ``budget + 2 batch - 1``).
       capacity: frontier slots; more undecided subdomains than this fails.
@@ -104,7 +109,7 @@ class BaBConfig:
     """
 
     bound: BoundConfig
-    batch: int = 8
+    batch: "int | str" = 8
     budget: int = 256
     capacity: int = 137
     steps: int = 20
@@ -120,7 +125,23 @@ class BaBConfig:
     second_cuts: int = 0
 
 
-def bab_config(bound: BoundConfig, budget: int, steps: int = 20, lr: float = 0.1, batch: int = 8,
+def check_batch(batch) -> "int | str":
+    """``batch`` as given when it is a positive integer or ``"auto"``, else a ValueError naming it."""
+    if isinstance(batch, str) and batch == "auto":
+        return "auto"
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise ValueError(f"batch: expected a positive integer or 'auto', got {batch!r}")
+    return int(batch)
+
+
+def with_batch(cfg: BaBConfig, batch: int) -> BaBConfig:
+    """``cfg`` splitting ``batch`` subdomains per iteration (at most ``budget // 2``, at least 1), its capacity
+    sized as :func:`bab_config` sizes it."""
+    batch = max(1, min(check_batch(batch), cfg.budget // 2))
+    return dataclasses.replace(cfg, batch=batch, capacity=cfg.budget + 2 * batch + 1)
+
+
+def bab_config(bound: BoundConfig, budget: int, steps: int = 20, lr: float = 0.1, batch: "int | str" = 8,
                branching: str = BaBConfig.branching, candidates: int = BaBConfig.candidates,
                recompute: str = BaBConfig.recompute, tighten: int = BaBConfig.tighten,
                first_splits: int = BaBConfig.first_splits, refresh: int = BaBConfig.refresh,
@@ -134,8 +155,14 @@ def bab_config(bound: BoundConfig, budget: int, steps: int = 20, lr: float = 0.1
     With ``capacity = budget + 2 batch + 1`` that is at most ``capacity``
     whenever ``n`` is, and a round from the root ends with at most
     ``1 + budget / 2 + batch``. (With half that capacity, a round that reused a
-    nearly full frontier overflowed: it failed, sound but needlessly.)"""
-    batch = max(1, min(batch, budget // 2))
+    nearly full frontier overflowed: it failed, sound but needlessly.) ``batch="auto"`` stays ``"auto"``
+    (capacity 0) until ``bab_batch`` resolves it (:func:`with_batch`).
+
+    Raises:
+      ValueError: naming the setting (``batch`` neither a positive integer nor ``"auto"``, an unknown
+        ``branching`` or ``recompute``, a negative or fractional count).
+    """
+    batch = check_batch(batch)
     if branching not in BRANCHING:
         raise ValueError(f"branching: expected one of {BRANCHING}, got {branching!r}")
     if recompute not in RECOMPUTE:
@@ -145,10 +172,11 @@ def bab_config(bound: BoundConfig, budget: int, steps: int = 20, lr: float = 0.1
     refresh = check_positive_int(refresh, "refresh", minimum=0)
     cuts = check_positive_int(cuts, "cuts", minimum=0)
     second_cuts = check_positive_int(second_cuts, "second_cuts", minimum=0)
-    return BaBConfig(bound=bound, batch=batch, budget=budget, capacity=budget + 2 * batch + 1, steps=steps, lr=lr,
-                     branching=branching, candidates=max(1, int(candidates)), recompute=recompute,
-                     tighten=tighten, first_splits=first_splits, refresh=refresh, cuts=cuts,
-                     second_cuts=second_cuts)
+    cfg = BaBConfig(bound=bound, batch=batch, budget=budget, capacity=0, steps=steps, lr=lr,
+                    branching=branching, candidates=max(1, int(candidates)), recompute=recompute,
+                    tighten=tighten, first_splits=first_splits, refresh=refresh, cuts=cuts,
+                    second_cuts=second_cuts)
+    return cfg if batch == "auto" else with_batch(cfg, batch)
 
 
-__all__ = ["BRANCHING", "BaBConfig", "RECOMPUTE", "bab_config"]
+__all__ = ["BRANCHING", "BaBConfig", "RECOMPUTE", "bab_config", "check_batch", "with_batch"]

@@ -159,6 +159,7 @@ def certified_radius(
     alpha_lr: float = 0.1,
     budget: int = 256,
     splits: Optional[int] = None,
+    batch: Any = "auto",
 ) -> jax.Array:
     """Per point, the largest radius the bound ``method`` certifies.
 
@@ -191,8 +192,13 @@ def certified_radius(
       search_steps: certification rounds per point (default 8 with a finite
         ``upper``, 14 without; each one a full bound computation; 'bab': 8).
       budget: 'bab' only: most subdomains bounded per certification
-        (per point and bisection round; split 8 at a time).
+        (per point and bisection round; split ``batch`` at a time).
       splits: deprecated: ``budget = 2**splits``.
+      batch: 'bab' only: subdomains split per step (``2 batch`` children
+        bounded at once), a positive integer or ``"auto"`` (default): sized
+        to the device from XLA's memory analysis of the bound step and a
+        per-platform cap (``certify.bab_batch``: 8 on a CPU, up to 4,096 on a
+        GPU or TPU), at most ``budget // 2``.
 
     Returns:
       ``(n,)`` float32 certified radii: ``0`` for misclassified points; ``inf``
@@ -201,7 +207,7 @@ def certified_radius(
 
     Raises:
       ValueError: bad ``net``, shapes, labels, norm, method, bounds (or ``x``
-        outside them), ``upper`` or step counts; before any compilation.
+        outside them), ``upper``, step counts or ``batch``; before any compilation.
     """
     net = check_net(net)
     norm = checks.check_norm(norm)
@@ -217,8 +223,11 @@ def certified_radius(
     budget = checks.check_positive_int(budget, "budget")
     if budget < 3 or budget > 2 ** 14:
         raise ValueError(f"budget: between 3 and {2 ** 14} subdomains per certification, got {budget}")
+    from rcurves.certify.bab_settings import check_batch
+
+    batch = check_batch(batch)
     if method == "bab":
-        return _bab_radius(net, x, y, norm, bounds, upper, search_steps, alpha_steps, alpha_lr, budget)
+        return _bab_radius(net, x, y, norm, bounds, upper, search_steps, alpha_steps, alpha_lr, budget, batch)
     if search_steps is None:
         search_steps = 8 if upper is not None and bool(np.all(np.isfinite(np.asarray(upper)))) else 14
     steps = checks.check_positive_int(search_steps, "search_steps")
@@ -245,10 +254,11 @@ def certified_radius(
                        jnp.asarray(cap, jnp.float32), jnp.int32(steps), cfg=cfg)
 
 
-def _bab_radius(net, x, y, norm, bounds, upper, search_steps, alpha_steps, alpha_lr, budget):
+def _bab_radius(net, x, y, norm, bounds, upper, search_steps, alpha_steps, alpha_lr, budget, batch):
     """``certified_radius(method='bab')``: CROWN's radius, then branch and bound above it."""
+    from rcurves.certify.bab_batch import choose, device_cap, shapes_key
     from rcurves.certify.bab_device import bab_jit
-    from rcurves.certify.bab_settings import bab_config
+    from rcurves.certify.bab_settings import bab_config, with_batch
 
     rounds = checks.check_positive_int(8 if search_steps is None else search_steps, "search_steps")
     alpha_steps = checks.check_positive_int(alpha_steps, "alpha_steps")
@@ -262,9 +272,15 @@ def _bab_radius(net, x, y, norm, bounds, upper, search_steps, alpha_steps, alpha
         u = np.where(np.isfinite(u), u, np.float32(diameter(norm, bounds, net.input_shape)))
     # nothing to search where CROWN certified the whole domain (inf) or no upper bound is known
     hi = np.where(np.isfinite(lower), np.where(np.isfinite(u), u, lower), 0.0).astype(np.float32)
-    cfg = bab_config(BoundConfig(norm=norm, method="crown", domain=bounds), budget, alpha_steps, alpha_lr)
-    r = np.asarray(bab_jit(net, x, y, jnp.asarray(np.where(np.isfinite(lower), lower, 0.0), jnp.float32),
-                           jnp.asarray(hi, jnp.float32), jnp.int32(rounds), cfg=cfg, batch=1)[0])
+    cfg = bab_config(BoundConfig(norm=norm, method="crown", domain=bounds), budget, alpha_steps, alpha_lr, batch=batch)
+    args = (net, x, y, jnp.asarray(np.where(np.isfinite(lower), lower, 0.0), jnp.float32), jnp.asarray(hi, jnp.float32),
+            jnp.int32(rounds))
+    if cfg.batch == "auto":        # the whole search's memory, read where it is compiled anyway (bab_batch)
+        cap = 1 << (min(device_cap(), max(1, budget // 2)).bit_length() - 1)
+        choice = choose(lambda b: bab_jit.lower(*args, cfg=with_batch(cfg, b), batch=1),
+                        ("radius", cfg, shapes_key(args)), cap=cap)
+        cfg = with_batch(cfg, choice.batch)
+    r = np.asarray(bab_jit(*args, cfg=cfg, batch=1)[0])
     return jnp.asarray(np.maximum(lower, r), jnp.float32)
 
 

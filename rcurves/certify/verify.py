@@ -23,9 +23,10 @@ when it decides:
    unproven, the lowest first, gets a search of its own on the box (the
    property is proven when every margin is, each on a partition of the box
    of its own), until a margin is not proven, the time limit passes (read
-   between batches of 16 subdomains) or ``budget`` subdomains have been
-   bounded over all margins; the frontier lives on the host and grows as
-   needed. Each search's root is alpha-CROWN (optimised slopes, no split
+   between steps: ``batch`` subdomains split, ``2 batch`` children bounded;
+   ``"auto"`` by default, sized to the device) or ``budget`` subdomains have
+   been bounded over all margins; the frontier lives on the device and grows
+   as needed. Each search's root is alpha-CROWN (optimised slopes, no split
    yet): a proof with every margin proven there is reported as stage
    ``'crown'``. It ends 'unknown' when the time or the budget is out, or for
    good when a subdomain with no unstable ReLU left still has a bound that
@@ -120,6 +121,10 @@ ENSEMBLE_SHARE = 0.5
 #: subdomains instead of 1,387 on the box both proved; 5 steps: 254-384/s, 1,639 subdomains there; batches
 #: of 16 parents instead of 8 were slower.
 BAB_STEPS = 10
+#: ``bab.BaBConfig.batch`` of the searches: subdomains split per step, ``"auto"``: sized to the device
+#: (``bab_batch``: 8 on a CPU, where larger batches were slower; up to 4,096 on a GPU or TPU, as its memory
+#: allows), at most half the budget left.
+BAB_BATCH = "auto"
 #: Units filtered smart branching scores per subdomain in the per-margin search (``bab.BaBConfig.candidates``;
 #: the joint search keeps its 8). With one margin row per subdomain a candidate's estimate costs a ninth of
 #: the joint search's, and more candidates pay: on ``benchmarks/verify_speed.py``'s 784-256-256-10 MLP
@@ -456,7 +461,7 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, *
     ``bab_search``'s re-check of the subdomains' primal points (unit-ball points). ``kw``: more settings of
     ``certify.bab.bab_config`` (``branching``, ``candidates``, ``recompute``, ``refresh``, ``cuts``; default the
     module's: ``refresh`` :data:`REFRESH` on networks with more than two hidden layers, ``cuts`` :data:`CUTS` on
-    the others, ``second_cuts`` :data:`SECOND_CUTS` on all)."""
+    the others, ``second_cuts`` :data:`SECOND_CUTS` on all, ``batch`` :data:`BAB_BATCH`)."""
     from rcurves.certify.bab_host import SearchResult, bab_search
     from rcurves.certify.bab_settings import bab_config
     from rcurves.nets.bounds import BoundConfig
@@ -466,6 +471,7 @@ def _branch_and_bound(rnet: Network, deadline: float, budget: int, check=None, *
         return SearchResult(False, -math.inf, 0, False, "time", 0, 0)
     by_depth = {"refresh": REFRESH} if len(rnet.hidden_sizes) > 2 else {"cuts": CUTS}
     by_depth["second_cuts"] = SECOND_CUTS
+    by_depth["batch"] = BAB_BATCH
     cfg = bab_config(BoundConfig(norm="linf", method="crown", domain=_DOMAIN), budget,
                      **{"steps": BAB_STEPS, **by_depth, **kw})
     return bab_search(rnet, jnp.zeros(rnet.input_shape, jnp.float32), 0, 1.0, cfg, time_limit=left, check=check)
@@ -488,8 +494,9 @@ def _per_margin(net: Network, lo, hi, label: int, others: Sequence[int], crown, 
     """Branch and bound of each margin ``z_label - z_j`` on its own, the margins that CROWN does not prove
     (``crown (len(others),)``, its bounds) from the lowest up, each on :func:`box_network` of ``(label, j)``,
     until one is not proven (its search falsified it, ran out of time or budget, or is stuck). ``budget``:
-    subdomains over all margins (a margin's search starts only with at least 16 left, so every search runs
-    batches of 8 parents: one compiled program). ``check``, ``kw``: as :func:`_branch_and_bound`; a margin's
+    subdomains over all margins (a margin's search starts only with at least 16 left, so that every search
+    can split 8 parents per step; with ``batch="auto"`` the batch is a power of two, at most half the budget
+    left, so that few programs compile). ``check``, ``kw``: as :func:`_branch_and_bound`; a margin's
     search offers ``check`` the primal points on which *its* margin is not positive in float32.
 
     The property is the conjunction over the margins, so it is proven when each margin is, each by a
@@ -535,6 +542,7 @@ def verify(
     budget: int = DEFAULT_BUDGET,
     seed: int = 0,
     per_margin: bool = True,
+    batch: Any = BAB_BATCH,
 ) -> VerifyResult:
     """Decide "inside ``[x_lo, x_hi]``, ``label`` scores above every class of ``others``".
 
@@ -558,6 +566,12 @@ def verify(
         search of all of them (``bab.BaBConfig.rows``: a subdomain is split until its worst margin is
         proven). See :func:`_per_margin` for what each costs.
       seed: the attacks' random starts.
+      batch: subdomains branch and bound splits per step (``2 batch`` children bounded at once): a positive
+        integer, or ``"auto"`` (the default, :data:`BAB_BATCH`): sized to the device, from XLA's memory
+        analysis of the compiled bound step and a per-platform cap (``certify.bab_batch``: 8 on a CPU, up to
+        4,096 on a GPU or TPU); at most half the budget left. It changes the speed and the order of a
+        search, not its subdomains: a completed proof splits the same ones whatever the batch (a search cut
+        short by the clock or the budget stops elsewhere).
 
     Returns:
       :class:`VerifyResult`. A 'verified' answer is a proof (up to float32 rounding in the bound
@@ -566,7 +580,7 @@ def verify(
 
     Raises:
       ValueError: naming the argument (model, box shapes, ``x_lo > x_hi``, label, others, time_limit,
-        budget, seed, per_margin), before any compilation; or the ONNX reader's / converter's error naming
+        budget, seed, per_margin, batch), before any compilation; or the ONNX reader's / converter's error naming
         the node.
 
     Example::
@@ -583,6 +597,9 @@ def verify(
     time_limit, budget, seed = _check_settings(time_limit, budget, seed)
     if not isinstance(per_margin, (bool, np.bool_)):
         raise ValueError(f"per_margin: expected True or False, got {per_margin!r}")
+    from rcurves.certify.bab_settings import check_batch
+
+    batch = check_batch(batch)
     net, fn = _model_parts(net_or_model)
     shape = tuple(net.input_shape)
     lo, hi = _check_box(x_lo, x_hi, shape)
@@ -639,9 +656,10 @@ def verify(
         return i
 
     if per_margin:
-        bb, bab_lower, n_sub, at_root = _per_margin(net, lo, hi, label, others, lb, deadline, budget, check)
+        bb, bab_lower, n_sub, at_root = _per_margin(net, lo, hi, label, others, lb, deadline, budget, check,
+                                                    batch=batch)
     else:
-        bb = _branch_and_bound(rnet, deadline, budget, check)
+        bb = _branch_and_bound(rnet, deadline, budget, check, batch=batch)
         bab_lower, n_sub, at_root = bb.lower, bb.bounded, bb.at_root
     if bb.reason == "falsified" and confirmed:
         cex, m = confirmed[-1]

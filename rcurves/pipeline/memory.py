@@ -16,7 +16,8 @@ fits ``bytes(n) = fixed + per_point * n`` and takes the largest ``n`` (at
 most ``max_chunk``) whose ``SAFETY * bytes(n)`` fits the budget: by default
 ``DEFAULT_FRACTION`` of the memory available now (:func:`available_bytes`:
 the free memory of the first device where the runtime reports it, else the
-host's ``MemAvailable``). It costs two compilations of the search program
+host's ``MemAvailable``; it and the fit live in ``attacks.memory``, shared with
+branch and bound's ``batch="auto"``). It costs two compilations of the search program
 (seconds on a CNN), so it is opt-in: ``evaluate(..., chunk_size="auto")``,
 ``rcurves curves --chunk-size auto``.
 
@@ -35,12 +36,12 @@ way, so nothing changes for it.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Callable, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from attacks.memory import LinearBytes, available_bytes, compiled_bytes
 
 #: share of the available memory ``chunk_size="auto"`` plans for by default
 DEFAULT_FRACTION = 0.5
@@ -75,28 +76,6 @@ class ChunkChoice:
         return int(self.fixed_bytes + self.per_point_bytes * n)
 
 
-def available_bytes() -> int:
-    """Memory available now, in bytes: the first device's free memory where the runtime reports it (GPU,
-    TPU: ``bytes_limit - bytes_in_use``), else the host's (``MemAvailable`` of ``/proc/meminfo``, else the
-    physical memory by ``os.sysconf``)."""
-    dev = jax.devices()[0]
-    stats = None
-    try:
-        stats = dev.memory_stats()
-    except Exception:  # noqa: BLE001 - CPU backends may not implement it
-        stats = None
-    if stats and "bytes_limit" in stats:
-        return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-
-
 def program_bytes(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str, n: int, *,
                   bounds=(0.0, 1.0), n_classes: Optional[int] = None, rewrite: bool = True) -> int:
     """Bytes of the default ``norm`` radius search compiled for a chunk of ``n`` points of ``input_shape``
@@ -118,10 +97,7 @@ def program_bytes(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str, 
     lowered = _minimal_jit.lower(plain_convolutions(logits_fn, not rewrite), x, jax.ShapeDtypeStruct((n,), jnp.int32),
                                  jax.ShapeDtypeStruct((n, 2), jnp.uint32), jax.ShapeDtypeStruct((n,), jnp.float32),
                                  cfg=cfg, bounds=checks.check_bounds(bounds))
-    ma = lowered.compile().memory_analysis()
-    if ma is None:
-        raise RuntimeError("program_bytes: this backend reports no memory analysis")
-    return int(ma.temp_size_in_bytes + ma.argument_size_in_bytes + ma.output_size_in_bytes)
+    return compiled_bytes(lowered.compile())
 
 
 def auto_chunk_size(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str, *, bounds=(0.0, 1.0),
@@ -141,12 +117,10 @@ def auto_chunk_size(logits_fn: Callable, input_shape: Tuple[int, ...], norm: str
         a, b = PROBE_SIZES
         ba = program_bytes(logits_fn, input_shape, norm, a, bounds=bounds, rewrite=rewrite)
         bb = program_bytes(logits_fn, input_shape, norm, b, bounds=bounds, rewrite=rewrite)
-        per_point = max(1, int(np.ceil((bb - ba) / (b - a))))
-        fixed = max(0, ba - per_point * a)
-        room = budget_bytes / SAFETY - fixed
-        chunk = int(min(max_chunk, max(1, np.floor(room / per_point))))
-        fits = bool(SAFETY * (fixed + per_point * chunk) <= budget_bytes)
-        return ChunkChoice(chunk, fixed, per_point, budget_bytes, fits, rewrite)
+        line = LinearBytes.fit(a, ba, b, bb)
+        chunk = line.largest(budget_bytes, SAFETY, max_chunk)
+        fits = bool(SAFETY * line.bytes_for(chunk) <= budget_bytes)
+        return ChunkChoice(chunk, line.fixed, line.per_item, budget_bytes, fits, rewrite)
 
     with_rewrite = fit(True)
     if with_rewrite.fits or not _convolves(logits_fn, input_shape):

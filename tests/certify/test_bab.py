@@ -397,24 +397,169 @@ def test_bad_branch_and_bound_settings_are_value_errors_naming_them():
             bab.bab_config(bc, 64, **kw)
 
 
-def test_the_host_frontier_grows_and_hands_out_its_lowest_subdomains():
-    def rows(lb):
-        lb = np.asarray(lb, np.float32)
-        k = lb.size
-        return (np.tile(np.arange(k, dtype=np.int8)[:, None], (1, 3)), lb, np.arange(k, dtype=np.int32),
-                [np.repeat(lb[:, None, None], 2, axis=1)])
+def test_the_device_frontier_hands_out_its_lowest_subdomains_and_stores_the_open_children():
+    """``bab_pool``: against a NumPy reference, ``_take`` gives the ``B`` lowest bounds (lowest first) with their
+    rows, padded with copies of the first and frees their slots; ``_tail`` puts the open children (valid, bound
+    not positive) in the lowest free slots, ages them, counts NaN / candidate / leaf / open children and reads the
+    next step's numbers; ``_drop`` frees slots; ``_grow`` keeps every subdomain in its slot."""
+    from rcurves.certify import bab_pool as P
 
-    pool = bab_host._Pool(*rows([5.0]))
-    pool.add(*rows([3.0, -1.0, 7.0, 0.5, 2.0]))
-    assert pool.n == 6 and pool.lb.shape[0] >= 6 and pool.lowest() == -1.0
-    sgn, nxt, leaves = pool.take(3)
-    assert sorted(leaves[0][:, 0, 0].tolist()) == [-1.0, 0.5, 2.0]          # the lowest three, rows intact
-    assert np.all(leaves[0][:, 1, 0] == leaves[0][:, 0, 0]) and pool.n == 3
-    left = sorted(zip(pool.lb[:3].tolist(), pool.nxt[:3].tolist(), pool.leaves[0][:3, 0, 0].tolist()))
-    assert [v for v, _, _ in left] == [3.0, 5.0, 7.0] and all(a == c for a, _, c in left)
-    pool.add(*rows(np.arange(40.0)))                                         # grows past its size
-    assert pool.n == 43 and pool.lowest() == 0.0
-    assert pool.take(100)[0].shape[0] == 43 and pool.n == 0 and pool.lowest() == np.inf
+    lb0 = np.array([5.0, 3.0, -1.0, 7.0, 0.5, -2.0], np.float32)
+    k, H = lb0.size, 6
+    sgn0 = np.zeros((k, H), np.int8)
+    sgn0[np.arange(k), np.arange(k)] = -1                       # row i: unit i split (first layer: units 0-3)
+    nxt0 = (np.arange(k, dtype=np.int32) + 1) % H
+    pool = P._new_pool(jnp.asarray(sgn0), jnp.asarray(lb0), jnp.asarray(nxt0), (jnp.asarray(lb0[:, None] * 10),),
+                       capacity=8)
+    assert pool.lb.shape == (8,) and np.isinf(np.asarray(pool.lb)[k:]).all()
+    pool, sgn, nxt, leaves, age = P._take(pool, batch=4)
+    order = np.argsort(lb0, kind="stable")[:4]                  # -2, -1, 0.5, 3
+    np.testing.assert_array_equal(np.asarray(sgn), sgn0[order])
+    np.testing.assert_array_equal(np.asarray(nxt), nxt0[order])
+    np.testing.assert_array_equal(np.asarray(leaves[0])[:, 0], lb0[order] * 10)
+    left = np.asarray(pool.lb)
+    assert sorted(left[np.isfinite(left)].tolist()) == [5.0, 7.0]
+    # children: 2 x 4, the 3rd parent's invalid (m = 2 real parents); bounds with a proof, a NaN-free leaf
+    klb = np.array([-0.5, 1.0, 9.0, 9.0, -3.0, -0.1, 9.0, 9.0], np.float32)   # valid: 0, 1, 4, 5
+    knxt = np.array([2, 3, 0, 0, -1, 1, 0, 0], np.int32)
+    kmarg = np.array([0.3, -0.2, -5.0, -5.0, 1.0, 0.0, -5.0, -5.0], np.float32)
+    kids = np.zeros((8, H), np.int8)
+    kids[5, :3] = -1                                            # three first-layer splits
+    kids[4, 5] = 1                                              # one in a later layer
+    pool, counts, values, dest = P._tail(pool, jnp.asarray(kids), jnp.asarray(klb), jnp.asarray(knxt),
+                                         (jnp.asarray(klb[:, None]),), jnp.asarray(kmarg),
+                                         jnp.asarray([4, 1, 0, 0], jnp.int32), jnp.int32(2), batch=4, h1=4,
+                                         fresh=False)
+    counts, values, dest = np.asarray(counts), np.asarray(values), np.asarray(dest)
+    # NaN 0; candidates 1 (child 1) and 5 (0.0); the leaf is child 4; open 0, 4, 5
+    np.testing.assert_array_equal(counts[:4], [0, 2, 1, 3])
+    assert values[0] == 1.0 and values[1] == 5.0 and values[2] == -3.0      # proven min, lowest before / after
+    free = [i for i in range(8) if i not in (0, 3)]             # the slots of 5 and 7 stay taken
+    np.testing.assert_array_equal(dest[[0, 4, 5]], free[:3])
+    assert (dest[[1, 2, 3, 6, 7]] == 8).all()
+    lbp, agep = np.asarray(pool.lb), np.asarray(pool.age)
+    assert lbp[free[0]] == -0.5 and lbp[free[1]] == -3.0 and lbp[free[2]] == np.float32(-0.1)
+    np.testing.assert_array_equal(agep[free[:3]], [5, 5, 2])      # not fresh: the parent's age + 1
+    np.testing.assert_array_equal(np.asarray(pool.sgn)[free[1]], kids[4])
+    assert np.asarray(pool.leaves[0])[free[2], 0] == np.float32(-0.1)
+    # the next four: -3 (child 4: no unit next), -0.5 (child 0: next unit 2), -0.1 (child 5: 3 split, next unit
+    # 1), 5 (row 0: unit 0 split, next 1): most split first-layer units with the next one 3 + 1, oldest age 5
+    assert counts[4] == 4 and counts[5] == 5
+    pool = P._drop(pool, jnp.asarray([free[1], 8], jnp.int32))
+    info, low = P._peek(pool, batch=4, h1=4)
+    assert float(low) == np.float32(-0.5) and np.isinf(np.asarray(pool.lb)[free[1]])
+    grown = P._grow(pool, capacity=16)
+    before = np.asarray(P._peek(pool, batch=4, h1=4)[0])
+    np.testing.assert_array_equal(np.asarray(grown.lb)[:8], np.asarray(pool.lb))
+    assert np.isinf(np.asarray(grown.lb)[8:]).all() and (np.asarray(grown.sgn)[:8] == np.asarray(pool.sgn)).all()
+    np.testing.assert_array_equal(np.asarray(P._peek(grown, batch=4, h1=4)[0]), before)
+    np.testing.assert_array_equal(before, np.asarray(info))
+    assert P.capacity_for(1, 4) == P.INITIAL_CAPACITY and P.capacity_for(5000, 8) == 8192
+
+
+def _same(a, b):
+    """Two ``SearchResult`` are equal (the counterexample compared as an array)."""
+    return a._replace(x_adv=None) == b._replace(x_adv=None) and (
+        (a.x_adv is None and b.x_adv is None) or np.array_equal(a.x_adv, b.x_adv))
+
+
+def test_the_frontier_grows_past_a_tiny_initial_capacity_and_the_search_is_the_same(monkeypatch):
+    """A frontier of 4 slots (batch 2) doubles on the device as the search needs; each search is the one a
+    frontier of 1,024 slots runs (same verdict, subdomains, peak, bound), and no bound is above the grid's minimum."""
+    from rcurves.certify import bab_pool
+
+    net = _random_mlp([2, 24, 24, 24, 3], 4)
+    cfg = bab.bab_config(cb.BoundConfig(norm="linf", method="crown", domain=BOX), 400, steps=10, batch=2)
+    balls = _balls(net, 2, (0.95, 1.03), 1)
+    big = [bab.bab_search(net, x, y, e, cfg) for x, y, e, m in balls]
+    grown = []
+    real = bab_pool._grow
+
+    def spy(pool, *, capacity):
+        grown.append(capacity)
+        return real(pool, capacity=capacity)
+
+    monkeypatch.setattr(bab_pool, "INITIAL_CAPACITY", 1)
+    monkeypatch.setattr(bab_host, "_grow", spy)
+    small = [bab.bab_search(net, x, y, e, cfg) for x, y, e, m in balls]
+    assert max(r.peak for r in small) > 8 and min(grown) == 8 and 16 in grown, grown   # 4 slots, then 8, 16, ...
+    for (x, y, e, m), a, b in zip(balls, small, big):
+        assert _same(a, b), (a, b)
+        assert a.lower <= m + 1e-4 * (1 + abs(m)) and (not a.verified or m > 0), (a, m)
+
+
+def test_a_proof_splits_the_same_subdomains_whatever_the_batch():
+    """Every subdomain's bound and split depend only on the subdomain (and its parent's parameters), so a
+    completed proof bounds the same subdomains in batches of 2 or 8 parents (and its bound is theirs); no ball
+    proven at one batch is falsified at the other, and every lower bound stays below the grid's minimum margin."""
+    net = _random_mlp([2, 24, 24, 24, 3], 4)
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
+    proofs = 0
+    for x, y, e, m in _balls(net, 3, (0.9, 0.97), 2):
+        res = {b: bab.bab_search(net, x, y, e, bab.bab_config(bc, 400, steps=10, batch=b)) for b in (2, 8)}
+        for r in res.values():
+            assert r.lower <= m + 1e-4 * (1 + abs(m)), (r, m)
+            assert not r.verified or m > 0, (r, m)
+        assert {res[2].reason, res[8].reason} != {"verified", "falsified"}, res
+        if res[2].verified and res[8].verified:
+            proofs += res[2].bounded > 1
+            assert res[2].bounded == res[8].bounded, res
+            assert res[8].lower == pytest.approx(res[2].lower, rel=1e-4, abs=1e-5), res
+    assert proofs >= 2
+
+
+def test_batch_auto_fits_the_memory_and_bad_batches_are_value_errors_before_compiling(monkeypatch):
+    """``batch="auto"``: XLA's bytes of the bound step grow with the batch (and the two-point line predicts a
+    third); the choice is a power of two in [1, 4096], the device's cap where memory allows, else the largest
+    that fits the budget with its safety factor (1 when none fits); the host search and certified_radius run
+    with it. ``batch`` neither a positive integer nor "auto" is a ValueError naming it, before anything
+    compiles."""
+    from attacks.memory import LinearBytes, compiled_bytes
+    from rcurves.certify import bab_batch
+
+    net = _random_mlp([2, 16, 16, 3], 0)
+    bc = cb.BoundConfig(norm="linf", method="crown", domain=BOX)
+    cfg = bab.bab_config(bc, 256, steps=3, batch="auto")
+    assert cfg.batch == "auto"
+    x, y, e, m = _balls(net, 1, (0.95,), 3)[0]
+    lower = bab_host.step_lowering(net, x, y, e, cfg)
+    mem = [compiled_bytes(lower(b).compile()) for b in (2, 8, 32)]
+    assert mem[0] < mem[1] < mem[2], mem
+    assert LinearBytes.fit(2, mem[0], 8, mem[1]).bytes_for(32) == pytest.approx(mem[2], rel=0.25), mem
+    choice = bab_batch.choose(lower, ("test", "device"))
+    assert isinstance(choice.batch, int) and 1 <= choice.batch <= bab_batch.MAX_BATCH
+    assert choice.batch & (choice.batch - 1) == 0 and choice.fits
+    assert choice.batch == bab_batch.device_cap()                # a tiny net: the memory does not bind
+    # a budget that holds about 5 parents: 4 (a power of two), and 8 would not fit (choose's line: 8 and the cap)
+    line = LinearBytes.fit(8, mem[1], 32, mem[2])
+    b5 = int(bab_batch.SAFETY * line.bytes_for(5)) + 1
+    five = bab_batch.choose(lower, ("test", 5), cap=32, budget_bytes=b5)
+    assert five.batch == 4 and five.fits and five.line == line
+    assert bab_batch.SAFETY * line.bytes_for(8) > b5
+    tiny = bab_batch.choose(lower, ("test", 0), cap=32, budget_bytes=1000)
+    assert tiny.batch == 1 and not tiny.fits
+    # the searches resolve it: the host search within half the budget, certified_radius within budget // 2
+    auto = bab.bab_search(net, x, y, e, cfg)
+    fixed = bab.bab_search(net, x, y, e, bab.bab_config(bc, 256, steps=3, batch=min(choice.batch, 128)))
+    assert _same(auto, fixed)
+    xs = np.stack([b[0] for b in _balls(net, 3, (1.0,), 4)])
+    ys = np.argmax(np.asarray(net.logits(xs)), 1)
+    kw = dict(norm="linf", method="bab", budget=16, bounds=BOX, search_steps=3)
+    np.testing.assert_array_equal(np.asarray(certify.certified_radius(net, xs, ys, **kw)),
+                                  np.asarray(certify.certified_radius(net, xs, ys, batch=min(choice.batch, 8), **kw)))
+    # bad batches, before any compilation
+    def never(*a, **k):
+        raise AssertionError("compiled before the batch was checked")
+
+    monkeypatch.setattr(bab_host, "_search_root", never)
+    monkeypatch.setattr(bab_batch, "choose", never)
+    for bad in (0, -3, "big", 2.5, True, None):
+        with pytest.raises(ValueError, match="^batch: "):
+            bab.bab_config(bc, 64, batch=bad)
+        with pytest.raises(ValueError, match="^batch: "):
+            bab.bab_search(net, x, y, e, bab.BaBConfig(bound=bc, batch=bad))
+        with pytest.raises(ValueError, match="^batch: "):
+            certify.certified_radius(net, x[None], np.array([y]), norm="linf", method="bab", bounds=BOX, batch=bad)
 
 
 def test_an_exact_leaf_lp_is_the_minimum_over_its_activation_region():

@@ -341,6 +341,10 @@ def test_bad_arguments_name_the_argument_before_anything_runs(monkeypatch):
         (dict(budget=2), "budget"),
         (dict(seed=0.5), "seed"),
         (dict(per_margin="yes"), "per_margin"),
+        (dict(batch=0), "batch"),
+        (dict(batch="big"), "batch"),
+        (dict(batch=2.5), "batch"),
+        (dict(batch=True), "batch"),
     ]
     for change, name in cases:
         kw = dict(net_or_model=net, x_lo=lo, x_hi=hi, label=0)
@@ -632,8 +636,8 @@ def test_no_branch_and_bound_starts_after_the_deadline():
 def test_the_budget_does_not_change_the_search(compiled):
     ws, lo, hi, label, others, m = bab_box(most=True)
     rnet = box_network(certify.mlp(ws), lo, hi, label, others)
-    small = VERIFY._branch_and_bound(rnet, math.inf, 256)
-    large = VERIFY._branch_and_bound(rnet, math.inf, VERIFY.MAX_BUDGET)
+    small = VERIFY._branch_and_bound(rnet, math.inf, 256, batch=8)     # (on any device: "auto" is capped by
+    large = VERIFY._branch_and_bound(rnet, math.inf, VERIFY.MAX_BUDGET, batch=8)      # half the budget)
     assert small.verified and small.bounded > 8 and small == large       # same search, whatever the budget
     assert small.peak < small.bounded <= 256
     # the box whose proof took most subdomains (more than 32), on a budget of 16 (batches of 8 parents)
