@@ -192,24 +192,11 @@ def machine_info() -> Dict[str, Any]:
         "loadavg_1_5_15": list(load) if load else None,
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "cpu_model": cpu_model(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "jax": jax.__version__,
         "devices": [str(d) for d in jax.devices()],
     }
-
-
-def cpu_model() -> Optional[str]:
-    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere), or None."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
 
 
 def load_string() -> str:

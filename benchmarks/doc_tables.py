@@ -104,10 +104,67 @@ def escalation_cost(data: dict) -> List[str]:
     return _md(header, [smoothed, noisy])
 
 
+# ---------------------------------------------------------------------------
+# verify_speed.py
+
+_DECIDERS = {"crown": "CROWN", "alpha-crown": "alpha-CROWN", "bab": "bab", "root": "the search's root",
+             "pgd": "PGD", "centre": "the centre", "search": "the adaptive search", "ensemble": "the ensemble"}
+
+
+def verify_table(data: dict) -> List[str]:
+    """Per eps: verified / falsified / unknown at the time limit, the median and largest time, how each was
+    decided (``VerifyResult.detail``)."""
+    out = []
+    for r in data["rows"]:
+        how = {}
+        for key, n in r["details"].items():
+            status, _, detail = key.partition(":")
+            if status == "unknown":
+                continue
+            word = _DECIDERS.get(detail, detail)
+            how[word] = how.get(word, 0) + n
+        decided = ", ".join(f"{k} {v}" for k, v in sorted(how.items(), key=lambda kv: (-kv[1], kv[0])))
+        out.append([f"{r['eps']:g}", str(r["verified"]), str(r["falsified"]), str(r["unknown"]),
+                    f"{_f(r['median_s'])} / {_f(r['max_s'], 1)} s", decided])
+    return _md(["eps", "verified", "falsified", f"unknown ({data['time_limit']:g} s)", "median / largest time",
+                "decided by"], out)
+
+
+def verify_unknowns(data: dict) -> List[str]:
+    """Every property left unknown: the subdomains branch and bound bounded, the lower bound it proved on the
+    margin (negative: not verified) and the smallest margin an attack found (positive: not falsified)."""
+    out = []
+    for p in data["points"]:
+        if p["status"] != "unknown":
+            continue
+        lo, up = p.get("margin_lower"), p.get("margin_upper")
+        out.append([f"{p['eps']:g}", str(p["point"]), f"{p['subdomains']:,}", _f(lo, 3), _f(up, 3),
+                    p.get("detail", "")])
+    return _md(["eps", "point", "subdomains bounded", "margin lower bound", "smallest margin found", "stopped"],
+               out)
+
+
+def bab_batch_sweep(data: dict) -> List[str]:
+    """Branch and bound's subdomains per second (median over the boxes, and per CPU second) against its batch,
+    with the bytes XLA's memory analysis gives the compiled step."""
+    out = []
+    for r in data["rows"]:
+        if "per_s_median" not in r:
+            out.append([str(r["batch"]), "", "", "", f"{r['step_bytes_full'] / 2 ** 20:.1f}",
+                        r.get("stopped", "")])
+            continue
+        out.append([str(r["batch"]), f"{r['per_s_median']:,.0f}",
+                    f"{r['per_s_min']:,.0f}-{r['per_s_max']:,.0f}", f"{r['per_cpu_s_median']:,.0f}",
+                    f"{r['step_bytes_full'] / 2 ** 20:.1f}", r.get("stopped", "")])
+    return _md(["batch", "subdomains/s (median)", "range over boxes", "per CPU second", "step MiB", "stopped"],
+               out)
+
+
 #: every generated table: NAME -> (page, JSON file under benchmarks/measured/, renderer)
 TABLES: Dict[str, Table] = {
     "attack-overhead": Table("docs/attacks.md", "attack_overhead.json", attack_overhead),
     "escalation-cost": Table("docs/attacks.md", "attack_overhead.json", escalation_cost),
+    "bab-batch-sweep": Table("docs/certify.md", "verify_batch_sweep.json", bab_batch_sweep),
 }
 
 

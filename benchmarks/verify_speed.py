@@ -52,7 +52,7 @@ CPU second of the process. The sweep stops at the first batch whose step does no
 ``"auto"`` plans for, that runs fewer than 3 steps in a timed search, or whose median speed is below half
 the best so far; then ``--rounds - 1`` more timed searches per batch and box run interleaved over the
 batches measured (alternately in reverse order, so that a drift of the machine's load hits them alike),
-and each box's speed is the median over its rounds. Writes ``results/verify_batch_sweep.json`` under ``benchmarks/`` (``--out``): the command,
+and each box's speed is the median over its rounds. Writes ``benchmarks/measured/verify_batch_sweep.json`` (``--out``): the command,
 the machine (CPU model, cores, load), jax's version, the date, the model, the boxes, a row per batch.
 """
 from __future__ import annotations
@@ -320,7 +320,7 @@ def batch_sweep(args, argv):
                         f"subdomains per second against the batch, {len(balls)} open boxes, "
                         f"{args.sweep_seconds:g} s each; {C.load_string()}")
     print(f"batch='auto' here: {choice.batch} (cap {out['auto']['device_cap']}, step {choice.step_bytes} bytes)")
-    C.write_json(args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+    C.write_json(args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "measured",
                                           "verify_batch_sweep.json"), out)
     return out
 
