@@ -165,6 +165,8 @@ TABLES: Dict[str, Table] = {
     "attack-overhead": Table("docs/attacks.md", "attack_overhead.json", attack_overhead),
     "escalation-cost": Table("docs/attacks.md", "attack_overhead.json", escalation_cost),
     "bab-batch-sweep": Table("docs/certify.md", "verify_batch_sweep.json", bab_batch_sweep),
+    "verify": Table("docs/certify.md", "verify_speed.json", verify_table),
+    "verify-unknowns": Table("docs/certify.md", "verify_speed.json", verify_unknowns),
 }
 
 

@@ -24,7 +24,7 @@ and the shapes of its arguments: the architecture, the rows recomputed per subdo
 it costs a compilation once per process, when the search compiles anyway.
 
 **How the CPU cap was chosen.** ``python benchmarks/verify_speed.py --batch-sweep``
-(``benchmarks/results/verify_batch_sweep.json``): ``verify``'s per-margin search on the hardest margin of three
+(``benchmarks/measured/verify_batch_sweep.json``): ``verify``'s per-margin search on the hardest margin of three
 boxes of the 784-256-256-10 MNIST MLP that ``verify`` leaves open (eps 0.03 points 3 and 16, eps 0.05 point 6),
 10 s per batch and box, twice, warm, on the project's shared 2-core CPU machine (load about 4): the median
 over the boxes of subdomains per second (from the first step after the root) was 574 at batch 8, 479 at 16,
