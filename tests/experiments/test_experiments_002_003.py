@@ -20,8 +20,19 @@ def _run(name, tmp_path):
     return out, doc
 
 
+def _indexed(doc):
+    """002: every row carries its line of the report's index (the claim in a few words, the paper's value, ours)."""
+    for c in doc["claims"]:
+        for k, n in (("short", 70), ("paper_value", 24), ("ours_value", 24)):
+            assert isinstance(c.get(k), str) and 0 < len(c[k].strip()) <= n, (c["item"], k, c.get(k))
+    return {c["item"]: c for c in doc["claims"]}
+
+
 def test_genuine_toy_1d(tmp_path):
     out, doc = _run("genuine_toy_1d", tmp_path)
+    rows = _indexed(doc)
+    assert rows["Section 1.2.1 (ARA)"]["ours_value"] == "1.5 / 1.5 / 1.5"
+    assert rows["Figure 6"]["ours_value"] == "f3 1; f1 0.75, f2 0.5"
     assert out["f2_minus_f3_standard_max"] == 0.0
     assert all(v == pytest.approx(1.5, abs=1e-12) for v in out["ara"].values())
     assert out["genuine_f1_on_0_1"] == 0.75 and out["genuine_f2_beyond_2"] == 0.5 and out["nn1_is_f3"]
@@ -31,6 +42,7 @@ def test_genuine_toy_1d(tmp_path):
 
 def test_genuine_theorem2(tmp_path):
     out, doc = _run("genuine_theorem2", tmp_path)
+    _indexed(doc)
     assert out["toy"]["worst_nn1"] == pytest.approx(1.0, abs=1e-12) and out["toy"]["max_other"] <= 1.0 + 1e-12
     assert out["toy"]["moved_strictly_worse"] == out["toy"]["moved"] > 0
     gen = out["sunset_genuine"]
@@ -51,6 +63,9 @@ def test_nn1_table3(tmp_path):
     from rcurves.data import digits
 
     table, doc = _run("nn1_table3", tmp_path)
+    rows = _indexed(doc)
+    assert rows["Table 3 (MNIST, l_2)"]["paper_value"] == "0.9677"
+    assert rows["Table 3 (MNIST, l_2)"]["ours_value"] == f"{table['mnist']['l2']['lower']:.4f}"
     xt, yt = digits("train")
     xq, yq = digits("test")
     sk = KNeighborsClassifier(1, algorithm="brute").fit(xt.reshape(len(xt), -1), yt).predict(xq.reshape(len(xq), -1))
@@ -81,6 +96,18 @@ def test_nn1_table3_paper_range_by_hand():
 
 def test_nn1_agreement(tmp_path):
     rows, doc = _run("nn1_agreement", tmp_path)
+    index = _indexed(doc)
+    li = rows[1]["ignoring_ties"]
+    assert index["Table 1 (MNIST, TRADES l_inf 0.3): TRADES agrees more often"]["ours_value"] == \
+        f"{li['prop_b']:.4f} vs ST {li['prop_a']:.4f}"
+    # every row on the TRADES model states its training budget beside the paper's model's (from its recipe)
+    mod = _import("nn1_agreement")
+    budget = mod.trades_budget(mod.tiny_config("trades", 0.1))
+    assert rows[1]["budget"] == budget and "4 epochs" in budget and "100 epochs" in budget
+    for item in ("Table 1 (MNIST, TRADES l_inf 0.3): TRADES agrees more often",
+                 "Table 1 (MNIST, TRADES l_inf 0.3): no significant difference", "Section 4 (all pairs)"):
+        assert budget in index[item]["why"], item
+    assert "training budget" not in index["Table 1 (MNIST, PGD-AT l_inf 0.3): AT agrees less often"]["why"]
     assert [r["method"] for r in rows] == ["at", "trades"]              # 002 Table 1's two columns, one ST
     assert rows[0]["st"] == rows[1]["st"] and "TRADES" in rows[1]["model"]
     for r in rows:
@@ -99,6 +126,23 @@ def test_nn1_agreement(tmp_path):
     sec4 = doc["claims"][items.index("Section 4 (all pairs)")]
     assert "TRADES" in sec4["ours"] and "Bonferroni over the 4 tests" in sec4["ours"]
     assert "Holm" in doc["claims"][0]["ours"] and "Holm" in doc["claims"][2]["ours"]
+
+
+def test_trades_budget_from_the_zoo_recipe():
+    import dataclasses
+
+    from rcurves.models import zoo
+
+    mod = _import("nn1_agreement")
+    cfg = zoo.entry("mnist-full-cnn-trades-linf-0.3").train
+    text = mod.trades_budget(cfg)
+    steps, step = cfg.attack_steps, cfg.rel_step * cfg.eps / cfg.attack_steps
+    assert f"{cfg.epochs} epochs" in text and f"{steps} steps of {step:.3g}" in text
+    assert f"({cfg.epochs * (steps + 1)} gradient passes per training image)" in text
+    assert "100 epochs, 40 steps of 0.01 (4100 passes)" in text             # the paper's model
+    # the recipe, not a typed text, decides it: the paper's own budget reads as 100 % of it
+    same = dataclasses.replace(cfg, epochs=100, attack_steps=40, rel_step=0.01 * 40 / cfg.eps)
+    assert mod.trades_budget(same).endswith("ours is 100% of it") and not text.endswith("ours is 100% of it")
 
 
 def test_nn1_agreement_rules_can_fail():
@@ -139,6 +183,8 @@ def test_nn1_agreement_rules_can_fail():
 
 def test_nn1_exact_curve(tmp_path):
     out, doc = _run("nn1_exact_curve", tmp_path)
+    _indexed(doc)
+    assert doc["claims"][1]["ours_value"] == f"{out['exact']['linf']['rechecked']}/{out['n']} re-checked"
     e = out["exact"]["linf"]
     assert e["rechecked"] == out["n"] == 10
     d, adv = np.asarray(e["distance"]), np.asarray(e["adv_distance"])
@@ -163,6 +209,7 @@ def test_gap_difference_brute_force():
 
 def test_genuine_mnist(tmp_path):
     out, doc = _run("genuine_mnist", tmp_path)
+    _indexed(doc)
     b = np.asarray(out["std_accuracy_bound"])
     assert np.all(np.diff(b) <= 0) and np.all(b <= 1)                 # more overlap as eps grows
     assert b[0] == 1.0 or out["closest"][0]["distance"] <= 2 * out["eps_l2"][0]
