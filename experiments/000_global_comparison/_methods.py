@@ -23,6 +23,9 @@ Also here, used by ``table1_fig2.py``, ``fig3_slope.py`` and ``fig4_norms.py``:
   lower bound of each distance; the attack's is the upper bound, so the true
   curve lies between the certified and the attack curve), and whether a
   reversal with another model holds for every curve inside that band;
+* :func:`budget_text`: each model's training budget, its recipe's epochs
+  against the paper's :data:`PAPER_EPOCHS`, and its clean accuracy on the
+  evaluated points, for the rows on the paper's methods;
 * :func:`standin_mask`, :func:`standin_text`: the points whose l_2 distance is
   the l_2 norm of an l_inf adversarial (``shared.with_linf_adversarial_l2``),
   so that each l_2 verdict can be decided with and without them.
@@ -63,6 +66,8 @@ ROLE = {ST: "ST", AT: "AT", AT_L2: "AT", KW: "KW", MMR_AT: "MMR+AT", MMR_AT_L2: 
 QUICK = frozenset(shared.QUICK_MODELS) | {AT, KW, MMR_AT, MMR_AT_L2, MMR_UNIV}
 ALPHA = 0.05
 CERTIFY_METHOD = "crown"
+#: 000 Appendix C: "All models are trained with Adam Optimizer ... for 100 epochs, with batch size 128"
+PAPER_EPOCHS = 100
 
 
 # ---------------------------------------------------------------------------
@@ -115,6 +120,19 @@ def method_evaluation(args, names: Sequence[str], norms=("linf", "l2")):
                              attack=shared.zoo_attack(args.quick), seed=args.seed, out_dir=out_dir,
                              progress=not args.no_progress)
     return ev, models, {zoo_name(m): k for k, m in models.items()}
+
+
+def epochs(model) -> int:
+    """The epochs of a loaded model's training recipe (``entry.train.epochs``: the zoo's, or the quick stand-in's)."""
+    return int(model.entry.train.epochs)
+
+
+def budget_text(models, ev, labels: Sequence[str]) -> str:
+    """The training budget of each of ``labels`` beside the paper's (:data:`PAPER_EPOCHS`), read from its recipe,
+    and its clean accuracy on the evaluation's points (``ev.accuracy``), for a row's ``why``."""
+    return ("training budget (epochs of our recipe against the paper's models' " + str(PAPER_EPOCHS) + ") and clean "
+            "accuracy on these points: " + "; ".join(
+                f"{m}: {epochs(models[m])} of {PAPER_EPOCHS} epochs, {ev.accuracy[m]:.1%} clean" for m in labels))
 
 
 def subset(ev, labels: Sequence[str]):
@@ -385,7 +403,7 @@ def holm_text(alpha: float = ALPHA) -> str:
     return f"Holm step-down, family-wise {alpha:g}"
 
 
-__all__ = ["ALPHA", "AT", "AT_L2", "KW", "L2_PANEL", "LINF_PANEL", "MMR_AT", "MMR_AT_L2", "MMR_UNIV", "QUICK", "ROLE",
-           "ST", "area_scan", "band_position", "band_reversal", "both_ways", "certified_distances",
-           "holm", "holm_sides", "mcnemar_p", "method_evaluation", "method_models",
+__all__ = ["ALPHA", "AT", "AT_L2", "KW", "L2_PANEL", "LINF_PANEL", "MMR_AT", "MMR_AT_L2", "MMR_UNIV", "PAPER_EPOCHS",
+           "QUICK", "ROLE", "ST", "area_scan", "band_position", "band_reversal", "both_ways", "budget_text",
+           "certified_distances", "epochs", "holm", "holm_sides", "mcnemar_p", "method_evaluation", "method_models",
            "panels_alike", "quick_entry", "standin_mask", "standin_text", "subset", "zoo_name"]

@@ -29,8 +29,21 @@ give three *different* orderings. Ours: at each threshold the exact
 two-sided McNemar test on the same points for every pair of models, Holm over
 all (pairs x thresholds) tests; two thresholds order the models differently
 when some pair is significantly one way at one and significantly the other
-way at the other; reproduced when every two of the three thresholds do
+way at the other; reproduced when every two of the three thresholds do;
+where two do not, differs only if some pair had the power (0.8, against a 3:1
+split of its discordant points one way at one threshold and the other way at
+the other) to show such a reversal, else inconclusive
 (:func:`orderings_verdict`).
+
+The paper names what changes between its thresholds (Section 3.2): AT the
+most robust of the four robust models at 1/255, KW more robust than AT at
+4/255, MMR-UNIV more robust than AT and AT the least robust at 8/255. Each is
+a row of its own (:data:`SUBCLAIMS`, :func:`subclaims`) at our smallest,
+middle and largest threshold: one-sided exact McNemar with power against a
+3:1 split, a "most / least robust of four" the conjunction of its three
+comparisons, Holm over the four statements. Every row on the paper's
+methods states each model's training budget (our recipe's epochs against
+the paper's 100) and its clean accuracy on the evaluated points.
 
 Figure 2: the full curves and every exact crossing
 (``rcurves.exact_curve_intersections``). A crossing means a ranking change
@@ -38,7 +51,8 @@ only when each model is significantly more robust than the other somewhere:
 McNemar at every distinct finite distance of either model, Bonferroni over
 those thresholds and the pairs (``rcurves.claims.compare.significant_reversal``,
 ``rcurves.claims.verdicts.ranking_changes``); the paper's "multiple
-intersections" needs at least two such changes.
+intersections" needs at least two such changes (fewer: differs where the
+test had the power to show two against a 3:1 split, else inconclusive).
 
 The KW-role model is certified: CROWN (``rcurves.certify.certified_radius``,
 searched inside ``[0, attack distance]``) gives per point a lower bound of its
@@ -74,7 +88,8 @@ from shared import evaluation_sample, parse_args, with_linf_adversarial_l2, writ
 import _methods as M  # noqa: E402
 from rcurves.claims.compare import knot_scan, mcnemar_scan, significant_reversal  # noqa: E402
 from rcurves.claims.record import claim, fmt  # noqa: E402
-from rcurves.claims.verdicts import Verdict, ranking_changes  # noqa: E402
+from rcurves.claims.verdicts import (Verdict, all_of, holm, order_changes, paired_effect,  # noqa: E402
+                                     ranking_changes, reversal_power)
 
 FAMILY = ("mnist-full-cnn-st", "mnist-full-cnn-st-shift", "mnist-full-cnn-st-noise", "mnist-full-cnn-st-cutout",
           "mnist-full-cnn-st-mixup", "mnist-full-cnn-at-linf-0.1", "mnist-full-cnn-at-linf-0.2",
@@ -84,7 +99,28 @@ MODELS = tuple(dict.fromkeys(MODELS))
 THRESHOLDS = {"paper": {"linf": (0.05, 0.1, 0.2), "l2": (1.0, 1.5, 2.0)},
               "family": {"linf": (0.1, 0.2, 0.3), "l2": (1.0, 1.5, 2.0)}}
 ALPHA = 0.05
+#: the alternative every power below is computed against: a 3:1 split of the discordant points, and the power wanted
+EFFECT, POWER = 0.75, 0.8
 NORM_NAME = {"linf": "l_inf", "l2": "l_2"}
+#: 000 Table 1 (CIFAR-10): l_inf robust test error at 1/255, 4/255, 8/255 of the five methods
+PAPER_TABLE1 = {"1/255": {"ST": 0.60, "AT": 0.38, "KW": 0.43, "MMR+AT": 0.42, "MMR-UNIV": 0.54},
+                "4/255": {"ST": 0.99, "AT": 0.68, "KW": 0.57, "MMR+AT": 0.63, "MMR-UNIV": 0.74},
+                "8/255": {"ST": 1.00, "AT": 0.92, "KW": 0.73, "MMR+AT": 0.84, "MMR-UNIV": 0.91}}
+ROBUST = ("AT", "KW", "MMR+AT", "MMR-UNIV")
+#: the paper's named statements on Table 1 (Section 3.2), each its own row: (short, threshold index (the paper's
+#: 1/255, 4/255, 8/255 are our smallest, middle and largest), subject, others, 'most' (the subject more robust
+#: than each of the others) or 'least' (less robust than each), the paper's words)
+SUBCLAIMS = (("AT most robust of the 4 robust methods at the smallest eps", 0, "AT", ("KW", "MMR+AT", "MMR-UNIV"),
+              "most", "among the four robust models, the classifier trained with AT is the most robust (the paper "
+                      "goes on: followed by MMR+AT, then KW, MMR-UNIV the least robust; that order of the other three "
+                      "is not this row's test)"),
+             ("KW more robust than AT at the middle eps", 1, "KW", ("AT",), "most", "KW is more robust than AT"),
+             ("MMR-UNIV more robust than AT at the largest eps", 2, "MMR-UNIV", ("AT",), "most",
+              "MMR-UNIV is preferable over AT"),
+             ("AT least robust of the 4 robust methods at the largest eps", 2, "AT", ("KW", "MMR+AT", "MMR-UNIV"),
+              "least", "AT results in the least robust classifier (of the four robust models)"))
+#: the roles in the index's short values
+ABBREV = {"ST": "ST", "AT": "AT", "KW": "KW", "MMR+AT": "M+AT", "MMR-UNIV": "UNIV"}
 
 
 def pointwise_tests(dists, thresholds):
@@ -103,7 +139,7 @@ def pointwise_tests(dists, thresholds):
     return pairs, oa, ob
 
 
-def orderings_verdict(only_a, only_b, thresholds, pairs, alpha=ALPHA):
+def orderings_verdict(only_a, only_b, thresholds, pairs, alpha=ALPHA, effect=EFFECT, power=POWER):
     """"Each point-wise measure orders the models differently" (000 Table 1), on paired counts.
 
     ``only_a, only_b``: ``(P, T)`` discordant counts of ``P`` model pairs at ``T``
@@ -111,41 +147,105 @@ def orderings_verdict(only_a, only_b, thresholds, pairs, alpha=ALPHA):
     (family-wise ``alpha``). Thresholds ``i < j`` order the models differently
     when some pair is significantly more robust one way at ``i`` and the other
     way at ``j``. reproduced: every two thresholds do; differs: some two do
-    not, although some pair had enough discordant points at both to reach the
-    first Holm level ``alpha / (P T)``; inconclusive: no pair had.
+    not, although some pair had at least ``power`` to show a reversal between
+    them (the alternative: its discordant points split ``effect : 1 - effect``
+    one way at ``i`` and the other way at ``j``; each test at the first Holm
+    level ``alpha / (P T)``, which Holm never makes stricter; the power of
+    both being significant bounded below by Bonferroni's inequality,
+    ``rcurves.claims.verdicts.reversal_power``); inconclusive: no pair had.
 
     Returns ``(Verdict, {'level' (the first Holm level), 'sides' (P, T), 'separated':
-    {(i, j): [pair, ...]}, 'reversed_pairs': [pair, ...]})``.
+    {(i, j): [pair, ...]}, 'power': {(i, j): (bound, pair)} (the best pair's power bound), 'reversed_pairs':
+    [pair, ...]})``.
     """
     oa, ob = np.asarray(only_a), np.asarray(only_b)
     P, T = oa.shape
     level = alpha / max(1, P * T)
     sides = M.holm_sides(oa, ob, alpha) if P else np.zeros((0, T), np.int8)
-    need = int(np.ceil(np.log2(2.0 / level)))          # 2 * 2^-k < level: k discordant points at least
-    reachable = (oa + ob) >= need
-    separated, blocked = {}, []
+    k = oa + ob
+    separated, powered = {}, {}
     for i, j in itertools.combinations(range(T), 2):
-        sep = [pairs[p] for p in range(P) if sides[p, i] * sides[p, j] == -1]
-        separated[(i, j)] = sep
-        if not sep and not (reachable[:, i] & reachable[:, j]).any():
-            blocked.append((i, j))
+        separated[(i, j)] = [pairs[p] for p in range(P) if sides[p, i] * sides[p, j] == -1]
+        powered[(i, j)] = max(((reversal_power(k[p, [i, j]], level=level, effect=effect), pairs[p])
+                               for p in range(P)), key=lambda t: t[0], default=(0.0, None))
     reversed_pairs = sorted({p for sep in separated.values() for p in sep})
     missing = [(i, j) for (i, j), sep in separated.items() if not sep]
+    could = [ij for ij in missing if powered[ij][0] >= power]
     name = lambda ij: f"{thresholds[ij[0]]:g} / {thresholds[ij[1]]:g}"   # noqa: E731
+
+    def best(ij):
+        pw, pr = powered[ij]
+        if pr is None:
+            return f"{name(ij)}: no pair"
+        p = pairs.index(pr)
+        return (f"{name(ij)}: {pr[0]} / {pr[1]} ({k[p, ij[0]]} and {k[p, ij[1]]} discordant points), power at least "
+                f"{pw:.2f}")
+
+    alt = (f"against a {effect:.3g} : {1 - effect:.3g} split of a pair's discordant points one way at one threshold "
+           f"and the other way at the other, both tests at the first Holm level, Bonferroni's bound")
     test = (f"exact two-sided McNemar for each of the {P} pairs at each of the {T} thresholds, {M.holm_text(alpha)} "
             f"over the {P * T} tests (first level {level:.2g}); pairs ordered significantly one way at one threshold "
             f"and the other way at another: {len(reversed_pairs)} distinct; threshold pairs that order the models "
-            f"differently: " + ", ".join(f"{name(ij)} ({len(sep)} pairs)" for ij, sep in separated.items()))
-    details = {"level": level, "sides": sides, "separated": separated, "reversed_pairs": reversed_pairs}
+            f"differently: " + ", ".join(f"{name(ij)} ({len(sep)} pairs)" for ij, sep in separated.items())
+            + (f"; power to show a reversal where none is significant ({alt}), best pair: "
+               + "; ".join(best(ij) for ij in missing) if missing else ""))
+    details = {"level": level, "sides": sides, "separated": separated, "power": powered,
+               "reversed_pairs": reversed_pairs}
     if not missing:
         return Verdict("reproduced", test), details
-    if len(blocked) == len(missing):
-        return Verdict("inconclusive", test, f"at {', '.join(name(ij) for ij in missing)} no pair had "
-                                             f"{need} discordant points at both thresholds, the fewest that can "
-                                             f"reach {level:.2g}: a larger sample is needed"), details
-    return Verdict("differs", test, f"no pair of models is significantly reversed between "
-                                    f"{', '.join(name(ij) for ij in missing)}: those point-wise measures give the "
-                                    f"same ordering up to sampling noise"), details
+    if could:
+        shown = "; ".join(best(ij) for ij in could)
+        return Verdict("differs", test, f"no pair of models is significantly reversed between "
+                                        f"{', '.join(name(ij) for ij in could)}, although the test had power at "
+                                        f"least {power:g} to show a reversal there ({shown}; {alt})"), details
+    return Verdict("inconclusive", test, f"no pair of models is significantly reversed between "
+                                         f"{', '.join(name(ij) for ij in missing)}, and no pair had power {power:g} "
+                                         f"to show a reversal there ({'; '.join(best(ij) for ij in missing)}; {alt}): "
+                                         f"a larger sample is needed"), details
+
+
+def _every(verdicts):
+    """A conjunction of effect claims decided as an intersection-union test: each at the same level, the worst
+    verdict wins (``all_of``), and its p is the largest of theirs (all significant exactly when it is)."""
+    v = all_of(*verdicts)
+    return v._replace(p=max(float(x.p) for x in verdicts))
+
+
+def subclaims(dists, thresholds, alpha=ALPHA, effect=EFFECT, power=POWER):
+    """The paper's named statements on Table 1 (:data:`SUBCLAIMS`), each decided on its own, Holm over them.
+
+    ``dists``: ``{role: (n,) distances}`` on the same points, with every role of :data:`ROBUST`;
+    ``thresholds``: the three point-wise thresholds (the paper's 1/255, 4/255, 8/255). A statement "X more
+    robust than Y at eps" is ``rcurves.claims.verdicts.paired_effect`` on the points broken within eps by
+    one model only (one-sided exact McNemar; differs when significant the other way, or not significant
+    although the test had ``power`` against a split ``effect`` of the discordant points; else
+    inconclusive); "X the most (least) robust of the four" is the conjunction over the three others, an
+    intersection-union test (:func:`_every`: its p the largest). The statements are decided together by
+    ``rcurves.claims.verdicts.holm`` (family-wise ``alpha``).
+
+    Returns one ``{'what', 'eps', 'subject', 'others', 'sense', 'errors' {role: robust error}, 'counts'
+    [(better, worse, broken by worse only, broken by better only)], 'verdict'}`` per statement.
+    """
+    from rcurves.curves import robust_error
+
+    rules, rows = [], []
+    for what, j, subject, others, sense, words in SUBCLAIMS:
+        e = float(thresholds[j])
+        comps = [(subject, o) if sense == "most" else (o, subject) for o in others]
+        counts = []
+        for better, worse in comps:
+            ob_, ow_, _ = mcnemar_scan(dists[better], dists[worse], np.array([e]))
+            counts.append((better, worse, int(ow_[0]), int(ob_[0])))
+        rules.append(lambda lv, counts=counts, e=e: _every([
+            paired_effect(nf, na, alpha=lv, effect=effect, power=power,
+                          what=f"{b} more robust than {w} at {e:g}") for b, w, nf, na in counts]))
+        rows.append({"what": what, "words": words, "eps": e, "index": j, "subject": subject, "others": others,
+                     "sense": sense,
+                     "errors": {r: float(robust_error(dists[r], e)) for r in (subject,) + tuple(others)},
+                     "counts": counts})
+    for r, v in zip(rows, holm(rules, alpha=alpha, family="000 Table 1's named statements")):
+        r["verdict"] = v
+    return rows
 
 
 def table1(dists, thresholds, alpha=ALPHA):
@@ -167,7 +267,7 @@ def table1(dists, thresholds, alpha=ALPHA):
 
 def figure2(dists, alpha=ALPHA):
     """Every pair's exact crossings and significant reversal, and ``ranking_changes`` (at least 2).
-    Returns ``(crossings [{'a', 'b', 'eps', 'reversal'}], Verdict)``."""
+    Returns ``(crossings [{'a', 'b', 'eps', 'reversal'}], Verdict, the number of significant order changes)``."""
     from rcurves.curves import exact_curve_intersections
 
     labels = list(dists)
@@ -178,7 +278,8 @@ def figure2(dists, alpha=ALPHA):
         cross.append({"a": a, "b": b, "eps": [float(e) for e in exact_curve_intersections(da, db)],
                       "reversal": significant_reversal(da, db, alpha=alpha, pairs=len(pairs))})
         scans.append(knot_scan(da, db)[1:])
-    return cross, ranking_changes(scans, alpha=alpha, at_least=2, what="model pairs")
+    return (cross, ranking_changes(scans, alpha=alpha, at_least=2, what="model pairs", effect=EFFECT, power=POWER),
+            order_changes(scans, alpha=alpha))
 
 
 def kw_band_table1(dists, cert, kw, thresholds, det, pairs, alpha=ALPHA):
@@ -242,11 +343,11 @@ def main(argv=None):
             return figure2({m: d[keep] for m, d in full.items()})[1]
 
         table, distinct, v1, det, pairs = table1(full, thr)
-        cross, v2 = figure2(full)
+        cross, v2, n_changes = figure2(full)
         _, v1_wo = M.both_ways(dec_t1, mask)
         _, v2_wo = M.both_ways(dec_f2, mask)
         r = {"models": labels, "norm": norm, "thresholds": thr, "table": table, "distinct_rankings": distinct,
-             "table1": (v1, det, pairs), "crossings": cross, "fig2": v2,
+             "table1": (v1, det, pairs), "crossings": cross, "fig2": v2, "fig2_changes": n_changes,
              "standin": {"points": int(mask.sum()), "per_model": counts, "mask": mask,
                          "table1_without": v1_wo, "fig2_without": v2_wo}}
         if kw in labels and norm in cert:
@@ -257,12 +358,22 @@ def main(argv=None):
                             for o in labels if o != kw}
         res[(group, norm)] = r
 
-    claims = [_table1_claim(group, norm, res[(group, norm)], sample, names, kw)
-              for group in ("paper", "family") for norm in ("linf", "l2")]
-    claims[2:2] = [_fig2_claim("paper", norm, res[("paper", norm)], sample, names, kw, cert)
-                   for norm in ("linf", "l2")]
-    claims += [_fig2_claim("family", norm, res[("family", norm)], sample, names, kw, cert)
-               for norm in ("linf", "l2")]
+    def budget(labels):
+        return M.budget_text(models, ev, labels)
+
+    # the paper's named statements on Table 1, each its own row (the l_inf panel's four robust models)
+    label_of = {M.ROLE[zn]: names[zn] for zn in M.LINF_PANEL if zn in names}
+    statements = (subclaims({rl: ev.distance(label_of[rl], "linf") for rl in ROBUST}, THRESHOLDS["paper"]["linf"])
+                  if all(rl in label_of for rl in ROBUST) else [])
+    claims = ([_table1_claim("paper", "linf", res[("paper", "linf")], sample, names, kw, budget)]
+              + [_statement_claim(st, sample, label_of, budget) for st in statements]
+              + [_table1_claim("paper", "l2", res[("paper", "l2")], sample, names, kw, budget)]
+              + [_fig2_claim("paper", norm, res[("paper", norm)], sample, names, kw, cert, budget)
+                 for norm in ("linf", "l2")]
+              + [_table1_claim("family", norm, res[("family", norm)], sample, names, kw, budget)
+                 for norm in ("linf", "l2")]
+              + [_fig2_claim("family", norm, res[("family", norm)], sample, names, kw, cert, budget)
+                 for norm in ("linf", "l2")])
     role = {lab: M.ROLE[zn] for zn, lab in names.items() if zn in M.ROLE}
     figures = [_plot(ev, res, "paper", kw, cert, args.out, sample, role),
                _plot(ev, res, "family", None, {}, args.out, sample, {})]
@@ -271,6 +382,9 @@ def main(argv=None):
                     "test_accuracy": models[m].metrics.get("test_accuracy"),
                     "train_seconds": models[m].metrics.get("train_seconds")} for m in ev.labels}
     payload = {"n": n, "sample": sample, "thresholds": THRESHOLDS, "zoo": zoo_info,
+               "table1_statements": [{"what": st["what"], "eps": st["eps"], "errors": st["errors"],
+                                      "counts": [list(c) for c in st["counts"]], "verdict": st["verdict"].verdict}
+                                     for st in statements],
                "panels": {f"{g}-{nm}": _panel_payload(r) for (g, nm), r in res.items()},
                "certified": ({"model": kw, "method": M.CERTIFY_METHOD, "radius": cert,
                               "median_ratio": {nm: _median_ratio(ev.distance(kw, nm), c) for nm, c in cert.items()}}
@@ -318,7 +432,14 @@ def _roles(labels, names):
     return ", ".join(f"{M.ROLE.get(inv.get(m), m)}: {m}" for m in labels)
 
 
-def _table1_claim(group, norm, r, sample, names, kw):
+def paper_orderings_differ():
+    """How many pairs of the paper's three thresholds order its five methods differently (its Table 1's numbers;
+    ties count as an order of their own)."""
+    order = {e: tuple(sorted(row, key=lambda m: (row[m], m))) for e, row in PAPER_TABLE1.items()}
+    return sum(order[a] != order[b] for a, b in itertools.combinations(order, 2)), len(order) * (len(order) - 1) // 2
+
+
+def _table1_claim(group, norm, r, sample, names, kw, budget):
     v1, det, pairs = r["table1"]
     nm = NORM_NAME[norm]
     thr = r["thresholds"]
@@ -380,10 +501,48 @@ def _table1_claim(group, norm, r, sample, names, kw):
         ours += "; " + M.standin_text(r["standin"]["mask"], r["standin"]["per_model"], v1,
                                       r["standin"]["table1_without"])
     ours += f". Robust errors [rank]: {ranks_text}"
-    return claim("000", item, statement, ours, v1, kind=kind)
+    n_sep, n_ij = sum(bool(sep) for sep in det["separated"].values()), len(det["separated"])
+    if group == "paper" and norm == "linf":
+        short = "each of 3 l_inf eps orders the 5 methods differently"
+        paper_value = "{} of {} eps pairs differ".format(*paper_orderings_differ())
+    else:
+        short = (f"each of 3 l_2 eps orders the 5 methods differently" if group == "paper"
+                 else f"each of 3 {nm} eps orders the PGD-AT family differently")
+        paper_value = "not in the paper"
+    return claim("000", item, statement, ours, v1, budget(labels) if group == "paper" else "", kind=kind,
+                 short=short, paper_value=paper_value, ours_value=f"{n_sep} of {n_ij} eps pairs differ")
 
 
-def _fig2_claim(group, norm, r, sample, names, kw, cert):
+def _fmt_pair(errors, subject, other, digits):
+    return f"{ABBREV[subject]} {errors[subject]:.{digits}f}; {ABBREV[other]} {errors[other]:.{digits}f}"
+
+
+def _statement_claim(st, sample, label_of, budget):
+    """One of the paper's named statements on Table 1 (:func:`subclaims`), as a row."""
+    paper_eps = list(PAPER_TABLE1)[st["index"]]
+    paper = PAPER_TABLE1[paper_eps]
+    subject, others, sense = st["subject"], st["others"], st["sense"]
+    pick = min if sense == "most" else max
+    # the other model nearest to refuting the statement: the most robust other for 'most', the least for 'least'
+    p_other = pick(others, key=lambda o: paper[o])
+    o_other = pick(others, key=lambda o: st["errors"][o])
+    where = ["smallest", "middle", "largest"][st["index"]]
+    statement = (f"000 Section 3.2 on Table 1 (CIFAR-10, l_inf robust test error): at {paper_eps} (the {where} of its "
+                 f"three thresholds) {st['words']}; the table: " + ", ".join(f"{o} {paper[o]:.2f}" for o in
+                                                                           (subject,) + tuple(others))
+                 + f". Ours: the same statement at {st['eps']:g}, the {where} of our thresholds (0.5x, 1x, 2x the "
+                   f"training eps 0.1).")
+    ours = (f"{sample}; " + "; ".join(
+        f"{b} ({label_of[b]}) vs {w} ({label_of[w]}) at {st['eps']:g}: robust error {st['errors'][b]:.3f} vs "
+        f"{st['errors'][w]:.3f}, {nf} points broken by {w} only, {na} by {b} only" for b, w, nf, na in st["counts"]))
+    labels = [label_of[rl] for rl in (subject,) + tuple(others)]
+    short = st["what"]
+    return claim("000", f"Table 1 (l_inf): {short}", statement, ours, st["verdict"], budget(labels), kind="paper",
+                 short=short, paper_value=_fmt_pair(paper, subject, p_other, 2),
+                 ours_value=_fmt_pair(st["errors"], subject, o_other, 3))
+
+
+def _fig2_claim(group, norm, r, sample, names, kw, cert, budget):
     nm = NORM_NAME[norm]
     labels = r["models"]
     cs = [c for c in r["crossings"] if c["eps"]]
@@ -440,7 +599,11 @@ def _fig2_claim(group, norm, r, sample, names, kw, cert):
     if norm == "l2":
         ours += "; " + M.standin_text(r["standin"]["mask"], r["standin"]["per_model"], v, r["standin"]["fig2_without"])
     ours += f". Exact crossings: {listed or 'none'}{' ...' if len(cs) > 12 else ''}"
-    return claim("000", item, statement, ours, v, kind=kind)
+    short = (f"{nm} curves of the 5 methods cross: the ranking changes (>= 2)" if group == "paper"
+             else f"{nm} curves of the PGD-AT family cross significantly (>= 2)")
+    return claim("000", item, statement, ours, v, budget(labels) if group == "paper" else "", kind=kind, short=short,
+                 paper_value="multiple crossings" if group == "paper" else "not in the paper",
+                 ours_value=f"{r['fig2_changes']} significant changes")
 
 
 def _plot(ev, res, group, kw, cert, out, sample, role):

@@ -667,13 +667,14 @@ def holm(rules: Sequence[Callable], family: str, alpha: float = 0.05) -> list:
 
 def worst(*vs):
     """A conjunction of verdicts, ranked as ``verdicts.all_of``: not reproducible here, else differs, else
-    inconclusive, else reproduced (tests and reasons joined; ``p``: the largest)."""
+    inconclusive, else reproduced (tests and reasons joined, a reason given by several parts once; ``p``: the
+    largest)."""
     from rcurves.claims.verdicts import Verdict
 
     order = ("not reproducible here", "differs", "inconclusive", "reproduced")
     w = next(o for o in order if any(v.verdict == o for v in vs))
     ps = [float(v.p) for v in vs if v.p is not None]
-    why = "; ".join(v.why for v in vs if v.why and v.verdict != "reproduced")
+    why = "; ".join(dict.fromkeys(v.why for v in vs if v.why and v.verdict != "reproduced"))
     return Verdict(w, "; ".join(v.test for v in vs), why, max(ps) if ps else None)
 
 

@@ -22,6 +22,10 @@ training radius is a local maximum when the curve there is above both
 neighbours, each difference tested with a bootstrap standard error over the
 sample's points (a conjunction: the larger p decides). Our own within-point
 comparison (the same points at the three radii) is a row of kind "beyond".
+The l_inf rows are the paper's claims too: its Section 6.5 says Appendix D's
+Figure 6 (l_inf attacks, l_inf AT) shows "very similar observations", so
+each of Figure 3's statements is tested on the l_inf curves with Figure 3's
+numbers (App. D's AT model is trained at 8/255; ours at 0.1 and 0.3).
 Rows testing one claim on several models or norms are one family, decided at
 Holm's levels. Budget: 8 directions x 10 bisection rounds x 20 PGD steps.
 
@@ -161,10 +165,20 @@ def within_rule(c, q: str):
     return rule, int(allm.sum()), (s_lo, s_te, s_hi)
 
 
-def _kind(norm: str) -> str:
-    """004 states these curve claims for l_2 (Figure 3); Appendix D's Figure 6 only shows the l_inf curves:
-    our l_inf rows test the same statements beyond the paper."""
-    return "paper" if norm == "l2" else "beyond"
+APP_D = (" (App. D: Figure 6 shows 'very similar observations' to Figure 3's, Section 6.5; tested with Figure 3's "
+         "numbers)")
+
+
+def _of(norm: str) -> str:
+    """The claim's words for the l_inf rows: Figure 3 states the curve claims for l_2; Section 6.5 says Appendix
+    D's Figure 6 (l_inf) shows "very similar observations", so the l_inf rows are the paper's claims too."""
+    return APP_D if norm == "linf" else ""
+
+
+def _curve3(values, norm: str) -> str:
+    """Three values of a curve (below, at and above a training radius) for the report's index: rad to 3 decimals,
+    dims to units."""
+    return "/".join(f"{float(v):.3f}" if norm == "l2" else f"{float(v):.0f}" for v in values)
 
 
 def make_claims(out, radius, setting, curve_text):
@@ -198,12 +212,14 @@ def make_claims(out, radius, setting, curve_text):
                     f"largest radius {e[last]:g}: {fmt(ex[last])})"
                     + (f"; box floor {fmt(st['floor'][i])} rad at eps {e[i]:g}, raw sparsity "
                        f"{fmt(st['residual_sparsity'][i])}" if norm == "l2" else ""))
-            st_rows.append((norm, q, ours, 2))
+            value = f"{ex[i] / ex[j]:.0%} left at eps {e[i]:g}" if ex[j] > 0 else f"{fmt(ex[i])} at eps {e[i]:g}"
+            st_rows.append((norm, q, ours, 2, value))
         else:
-            st_rows.append((norm, q, f"ST adversarial accuracy never reaches {ZERO_ACC} on the grid", 0))
+            st_rows.append((norm, q, f"ST adversarial accuracy never reaches {ZERO_ACC} on the grid", 0,
+                            f"accuracy >= {fmt(np.min(st['adversarial_accuracy']), 2)}"))
     st_vs = S.holm(st_rules, f"the ST curves' {len(st_rules)} tests in {len(st_rows)} norms") if st_rules else []
     k = 0
-    for norm, q, ours, n_tests in st_rows:
+    for norm, q, ours, n_tests, value in st_rows:
         if n_tests:
             v = S.worst(*st_vs[k:k + n_tests])
             k += n_tests
@@ -214,9 +230,11 @@ def make_claims(out, radius, setting, curve_text):
         claims.append(claim(
             "004", f"{fig_of[norm]}: ST", "accuracy drops to zero after a small eps; sparsity decreases much more "
             f"slowly, converging to 0 only asymptotically (tested: at the radius where accuracy reaches 0, at least "
-            f"{KEEP} of the largest {q} remains, and it is still above 0 at the largest radius)",
+            f"{KEEP} of the largest {q} remains, and it is still above 0 at the largest radius){_of(norm)}",
             f"{setting}; {curve_text}; the plotted curve (at each radius the mean over the points broken there); "
-            f"{ours}; Holm over the ST curves' tests in both norms (one family)", v, kind=_kind(norm)))
+            f"{ours}; Holm over the ST curves' tests in both norms (one family)", v, kind="paper",
+            short=f"ST ({norm}): accuracy falls to 0 fast, sparsity decays slowly",
+            paper_value=f">= {KEEP:.0%} left at acc 0", ours_value=value))
     # (2) AT vs ST where both accuracies are ~0: over five times (one family over the AT models)
     big, big_rules = [], []
     for norm in ("l2", "linf"):
@@ -236,16 +254,18 @@ def make_claims(out, radius, setting, curve_text):
                 eff = REL_EFFECT * base * FACTOR if base > 0 else 1.0
                 big_rules.append(lambda lv, con=con, eff=eff, lab=lab, i=i, e=e, q=q: S.residual_greater(
                     con, effect=eff, alpha=lv, what=f"{lab} vs ST at eps {e[i]:g} ({q}, x{FACTOR:g})"))
+                ratio = con.mean_a / base if base else math.nan
                 ours = (f"first eps where both adversarial accuracies are <= {BOTH_ZERO}: {e[i]:g}; the plotted curves "
                         f"there: {lab} {fmt(con.mean_a)} (n = {con.n_a}) vs ST {fmt(base)} (n = {con.n_b}) "
-                        f"{S.UNIT[norm]} (x{fmt(con.mean_a / base if base else math.nan, 3)})")
-                big.append((norm, lab, ours, True))
+                        f"{S.UNIT[norm]} (x{fmt(ratio, 3)})")
+                big.append((norm, lab, ours, True, f"x{ratio:.2f} at eps {e[i]:g}"))
             else:
                 ours = (f"{lab} adversarial accuracy stays above {BOTH_ZERO} on the grid; ratio of {q} AT / ST over "
                         f"the grid: " + ", ".join(fmt(a / s, 2) for a, s in zip(at["excess"], st["excess"])))
-                big.append((norm, lab, ours, False))
+                big.append((norm, lab, ours, False,
+                            f"acc {fmt(at['adversarial_accuracy'][-1], 2)} at eps {e[-1]:g}"))
     big_vs = iter(S.holm(big_rules, f"the {len(big_rules)} AT models against ST at large eps") if big_rules else [])
-    for norm, lab, ours, tested in big:
+    for norm, lab, ours, tested, value in big:
         at = out[norm][lab]
         v = next(big_vs) if tested else Verdict(
             "inconclusive",
@@ -253,10 +273,13 @@ def make_claims(out, radius, setting, curve_text):
             f"{lab} is not broken on (almost) every point anywhere on the grid, so the comparison where both "
             f"accuracies are ~0 cannot be made; a grid to larger radii would")
         claims.append(claim("004", f"{fig_of[norm]}: {lab} vs ST at large eps",
-                            "where both accuracies are (close to) 0, the AT model's sparsity is over five times ST's",
+                            "where both accuracies are (close to) 0, the AT model's sparsity is over five times ST's"
+                            + _of(norm),
                             f"{setting}; {curve_text}; the plotted curves (each model's mean over the curve points "
                             f"it breaks at that radius), compared by a bootstrap over the points; Holm over the AT "
-                            f"models (one family); {ours}", v, kind=_kind(norm)))
+                            f"models (one family); {ours}", v, kind="paper",
+                            short=f"{lab} vs ST ({norm}) where both accuracies are ~0: sparsity x5",
+                            paper_value=f"x{FACTOR:g} higher", ours_value=value))
     # (3) the training radius as a local maximum of the plotted curve (one family over the AT models), and ours
     # within points (beyond; one family)
     items = list(radius.items())
@@ -275,10 +298,12 @@ def make_claims(out, radius, setting, curve_text):
         claims.append(claim(
             "004", f"{fig_of[norm]}: {lab} at its training radius",
             "the training radius appears as a local maximum of the sparsity curve (AT removes perturbations from "
-            "the sphere of its radius but not inside it)",
+            "the sphere of its radius but not inside it)" + _of(norm),
             f"{setting}; {text}; the plotted curve, {q} at each radius averaged over the sample's points broken "
             f"there: {curve}" + (f" (raw sparsity {raw} rad)" if norm == "l2" else "")
-            + f"; Holm over the {len(items)} AT models (one family)", v, kind=_kind(norm)))
+            + f"; Holm over the {len(items)} AT models (one family)", v, kind="paper",
+            short=f"{lab}: its training radius {e[1]:g} is a local maximum of sparsity",
+            paper_value="local max at train eps", ours_value=_curve3(c["excess"], norm)))
         mean = lambda x: fmt(np.mean(x)) if x.size else "nan"  # noqa: E731
         claims.append(claim(
             "004", f"{fig_of[norm]}: {lab} at its training radius, same points",
@@ -287,7 +312,10 @@ def make_claims(out, radius, setting, curve_text):
             f"{setting}; {text}; {q} on the {n_all} points measured at all three radii: {mean(s_lo)} / "
             f"{mean(s_te)} / {mean(s_hi)} at eps {e[0]:g} / {e[1]:g} / {e[2]:g} (paired); these are the points "
             f"broken already below the training radius, so this is not the plotted curve; Holm over the "
-            f"{len(items)} AT models (one family)", wv, kind="beyond"))
+            f"{len(items)} AT models (one family)", wv, kind="beyond",
+            short=f"{lab}: sparsity peaks at its training radius {e[1]:g}, same points",
+            paper_value="local max (the curve)",
+            ours_value=_curve3([np.mean(x) if x.size else math.nan for x in (s_lo, s_te, s_hi)], norm)))
     return claims
 
 

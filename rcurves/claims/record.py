@@ -5,7 +5,14 @@ verdict (DESIGN.md, "Experiments")::
 
     {"paper": "000", "item": "Figure 3", "claim": "...", "ours": "...",
      "verdict": "reproduced" | "differs" | "inconclusive" | "not reproducible here",
-     "why": "...", "kind": "paper" | "self-check" | "beyond"}
+     "why": "...", "kind": "paper" | "self-check" | "beyond",
+     "short": "...", "paper_value": "...", "ours_value": "..."}
+
+``short``, ``paper_value`` and ``ours_value`` are the claim's line in the
+report's index: the claim in a few words (at most :data:`SHORT_MAX`
+characters), the paper's number and ours (each at most :data:`VALUE_MAX`),
+e.g. ``"AT beats ST at eps 0.1"``, ``"21%"``, ``"19.6% [17.2, 22.2]"``; the
+long texts (``claim``, ``ours``, ``why``) are the evidence.
 
 A verdict is decided by a rule of :mod:`rcurves.claims.verdicts` (or an exact
 check) that can fail; ``ours`` states the statistic, its p-value or interval,
@@ -30,15 +37,25 @@ from rcurves.claims.verdict import KINDS, VERDICTS, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 CLAIM_KEYS = {"paper", "item", "claim", "ours", "verdict", "why", "kind"}
+#: the index's optional fields (:func:`claim`'s ``short``, ``paper_value``, ``ours_value``)
+INDEX_KEYS = {"short", "paper_value", "ours_value"}
+SHORT_MAX, VALUE_MAX = 70, 24
 _T0 = time.time()
 
 
 def claim(paper: str, item: str, statement: str, ours: str, verdict, why: str = "",
-          kind: str = "paper") -> Dict[str, str]:
+          kind: str = "paper", *, short: Optional[str] = None, paper_value: Optional[str] = None,
+          ours_value: Optional[str] = None) -> Dict[str, str]:
     """One claims entry. ``verdict`` is one of :data:`VERDICTS` or a
     :class:`rcurves.claims.verdicts.Verdict` (its test is appended to ``ours``, its
     reason to ``why``); a verdict other than 'reproduced' needs a ``why``;
-    ``kind`` is one of :data:`KINDS`."""
+    ``kind`` is one of :data:`KINDS`. ``short``, ``paper_value``, ``ours_value``:
+    the claim's line in the report's index (at most :data:`SHORT_MAX` and
+    :data:`VALUE_MAX` characters; omitted when None)."""
+    for arg, v, n in (("short", short, SHORT_MAX), ("paper_value", paper_value, VALUE_MAX),
+                      ("ours_value", ours_value, VALUE_MAX)):
+        if v is not None and (not isinstance(v, str) or not v.strip() or len(v) > n):
+            raise ValueError(f"{arg}: expected a non-empty string of at most {n} characters, got {v!r}")
     if isinstance(verdict, Verdict):
         ours = f"{ours}; {verdict.test}" if ours else verdict.test
         why = "; ".join(w for w in (verdict.why, why) if w)
@@ -49,8 +66,12 @@ def claim(paper: str, item: str, statement: str, ours: str, verdict, why: str = 
         raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
     if verdict != "reproduced" and not why:
         raise ValueError(f"why: a {verdict!r} claim must say why")
-    return {"paper": str(paper), "item": str(item), "claim": statement, "ours": ours, "verdict": verdict,
-            "why": why, "kind": kind}
+    out = {"paper": str(paper), "item": str(item), "claim": statement, "ours": ours, "verdict": verdict,
+           "why": why, "kind": kind}
+    for k, v in (("short", short), ("paper_value", paper_value), ("ours_value", ours_value)):
+        if v is not None:
+            out[k] = v
+    return out
 
 
 def fmt(v: float, digits: int = 3) -> str:
@@ -206,7 +227,7 @@ def write_result(name: str, out: str, quick: bool, payload: Dict[str, Any], clai
     from rcurves.files import atomic_write_json, jsonable
 
     for c in claims:
-        if set(c) != CLAIM_KEYS:
+        if not CLAIM_KEYS <= set(c) <= CLAIM_KEYS | INDEX_KEYS:
             raise ValueError(f"claims: malformed entry {c!r} (use rcurves.claims.record.claim)")
     figs = figure_entries(list(figures))
     doc = {"experiment": name, "quick": bool(quick), "seconds": round(time.time() - _T0, 1),
@@ -223,5 +244,5 @@ def write_result(name: str, out: str, quick: bool, payload: Dict[str, Any], clai
     return path
 
 
-__all__ = ["CLAIM_KEYS", "FINGERPRINT_SCHEME", "changed_files", "claim", "code_digest", "code_fingerprint",
+__all__ = ["CLAIM_KEYS", "FINGERPRINT_SCHEME", "INDEX_KEYS", "SHORT_MAX", "VALUE_MAX", "changed_files", "claim", "code_digest", "code_fingerprint",
            "figure_entries", "fmt", "is_stale", "loaded_files", "write_result"]

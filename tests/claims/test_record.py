@@ -18,6 +18,16 @@ def test_a_claim_other_than_reproduced_must_say_why():
         claim("000", "Figure 3", "s", "o", "reproduced", kind="opinion")
 
 
+def test_the_index_fields_are_short_or_refused():
+    c = claim("003", "Table 1", "s", "o", "reproduced", short="humans relabel eps 0.3 examples",
+              paper_value="21%", ours_value="19.6% [17.2, 22.2]")
+    assert set(c) == CLAIM_KEYS | {"short", "paper_value", "ours_value"} and c["paper_value"] == "21%"
+    with pytest.raises(ValueError, match="short"):
+        claim("003", "Table 1", "s", "o", "reproduced", short="x" * 71)
+    with pytest.raises(ValueError, match="ours_value"):
+        claim("003", "Table 1", "s", "o", "reproduced", ours_value=" ")
+
+
 def test_a_verdict_object_brings_its_test_and_reason():
     v = paired_effect(30, 1, alpha=0.01)                        # 30 discordant points for the claim, 1 against
     c = claim("000", "Table 1", "A is more robust than B", "robust error 0.1 vs 0.4", v)

@@ -184,17 +184,61 @@ def test_ranking_changes_all_outcomes():
     rev = (np.array([2, 30]), np.array([30, 2]))              # a better at the first threshold, b at the second
     same = (np.array([2, 3]), np.array([30, 40]))             # a better at both: no change
     tiny = (np.array([1, 0]), np.array([0, 1]))               # an exact crossing inside the noise
+    big = (np.array([20, 30]), np.array([300, 400]))          # a better at both, with power against a 3:1 split
     assert V.ranking_changes([rev, same]).verdict == "reproduced"
-    assert V.ranking_changes([same, tiny]).verdict == "differs"           # could have, did not
+    v = V.ranking_changes([big, tiny])                        # could have shown a change (power ~1), did not
+    assert v.verdict == "differs" and "power at least 1.00" in v.why
     assert V.ranking_changes([tiny]).verdict == "inconclusive"             # 1 discordant point can never be
-    assert V.ranking_changes([rev], at_least=2).verdict == "differs"      # "multiple": one change is not enough
+    # enough discordant points to reach the level (32 and 43: 2 x 2^-32 < 0.0125), too few for power against a
+    # 3:1 split at 0.05 / 4: the old rule's feasibility floor said differs; the sample could not have shown it
+    v = V.ranking_changes([same, tiny])
+    assert v.verdict == "inconclusive" and "bounded below only by" in v.why and "discordant points at each" in v.why
+    # "multiple": one change is not enough; a pair with two thresholds can never show two changes
+    assert V.ranking_changes([rev], at_least=2).verdict == "inconclusive"
+    three = (np.array([20, 400, 300]), np.array([300, 20, 30]))           # reversed once, powered for a second
+    v = V.ranking_changes([three], at_least=2)
+    assert v.verdict == "differs" and "2 changes" in v.why
     back = (np.array([2, 30, 2]), np.array([30, 2, 30]))
     assert V.ranking_changes([back], at_least=2).verdict == "reproduced"  # reversed and back: 2 changes
     # Bonferroni over thresholds and pairs: 7 vs 0 discordant points (p = 0.016) passes 0.05 / 2 thresholds
     # for one pair, not 0.05 / (2 x 10) among 10 pairs
     seven = (np.array([0, 7]), np.array([7, 0]))
     assert V.ranking_changes([seven]).verdict == "reproduced"
-    assert V.ranking_changes([seven] + [same] * 9).verdict == "differs"
+    assert V.ranking_changes([seven] + [big] * 9).verdict == "differs"
+    assert V.ranking_changes([seven] + [same] * 9).verdict == "inconclusive"
+    assert V.order_changes([rev, same, back]) == 3 and V.order_changes([seven] + [same] * 9) == 0
+    with pytest.raises(ValueError, match="effect"):
+        V.ranking_changes([rev], effect=0.5)
+
+
+def test_reversal_power_is_a_lower_bound():
+    from scipy.stats import binom
+
+    # two thresholds of one pair: P(both significant, opposite ways) >= 1 - (1 - p1) - (1 - p2) (Bonferroni),
+    # each p the exact two-sided McNemar power at the level against the 3:1 split
+    def power(k, level):
+        ks = np.arange(k + 1)
+        p = np.minimum(1.0, 2.0 * np.minimum(binom.cdf(ks, k, 0.5), binom.sf(ks - 1, k, 0.5)))
+        return float(binom.pmf(ks, k, 0.75)[p < level].sum())
+
+    lv = 0.01
+    assert V.reversal_power(np.array([60, 80]), level=lv) == pytest.approx(power(60, lv) + power(80, lv) - 1)
+    # the best two of several thresholds; an impossible second change gives 0
+    assert V.reversal_power(np.array([5, 80, 60, 10]), level=lv) == pytest.approx(power(60, lv) + power(80, lv) - 1)
+    assert V.reversal_power(np.array([80, 60]), level=lv, changes=2) == 0.0
+    assert V.reversal_power(np.array([12, 12]), level=0.05 / 2) == 0.0     # reachable, yet powerless: bound 0
+    # a Monte Carlo check of the bound: both tests significant, opposite ways, at least this often
+    rng = np.random.default_rng(0)
+    k1, k2 = 40, 50
+    hits = 0
+    for _ in range(2000):
+        a1 = rng.binomial(k1, 0.75)
+        a2 = rng.binomial(k2, 0.25)
+        s = V.significant_sides(np.array([k1 - a1, k2 - a2]), np.array([a1, a2]), level=lv)
+        hits += V.sign_changes(s) == 1
+    assert hits / 2000 >= V.reversal_power(np.array([k1, k2]), level=lv) - 0.03
+    with pytest.raises(ValueError, match="changes"):
+        V.reversal_power(np.array([10, 10]), level=lv, changes=0)
 
 
 def test_ranking_changes_agrees_with_significant_reversal():

@@ -13,7 +13,7 @@ import pytest
 
 from tests._experiments import load as _load
 
-from rcurves.claims.record import code_fingerprint, figure_entries
+from rcurves.claims.record import CLAIM_KEYS, INDEX_KEYS, SHORT_MAX, VALUE_MAX, code_fingerprint, figure_entries
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,8 @@ def _run(name, tmp_path, cache=None, *extra):
     with open(tmp_path / f"{name}.json") as f:
         doc = json.loads(f.read(), parse_constant=lambda t: (_ for _ in ()).throw(ValueError(t)))  # strict JSON
     for c in doc["claims"]:
-        assert set(c) == {"paper", "item", "claim", "ours", "verdict", "why", "kind"}
+        assert set(c) == CLAIM_KEYS | INDEX_KEYS, c["item"]      # every row has its line of the report's index
+        assert len(c["short"]) <= SHORT_MAX and max(len(c["paper_value"]), len(c["ours_value"])) <= VALUE_MAX
         assert c["verdict"] in ("reproduced", "differs", "inconclusive", "not reproducible here")
         assert c["verdict"] == "reproduced" or c["why"]
     for fig in figure_entries(doc):
@@ -104,6 +105,10 @@ def test_parabola_rows_and_attacks_against_closed_form(tmp_path):
             assert np.all(r["attack"][norm] >= r["exact"][norm] * (1 - 1e-5))   # never below the truth
     v = _verdicts(doc)
     assert v["Figure 2, row a"] == v["Figure 2, row b"] == v["Figure 2, row c"] == "reproduced"
+    # margin = robustness when the labels are the predictions: true by construction, so a check of our curves
+    kinds = {c["item"]: c["kind"] for c in doc["claims"]}
+    assert kinds["Figure 2 (margin vs robustness curves)"] == "self-check"
+    assert v["Figure 2 (margin vs robustness curves)"] == "reproduced"
 
 
 def test_linear_toy_theorem1_and_interclass_scripts(tmp_path):
@@ -162,6 +167,7 @@ def test_interclass_rules_can_fail():
 
 
 def test_table1_fig2_table_and_crossings_are_those_of_the_distances(tmp_path, cache):
+    from rcurves.claims.compare import mcnemar_scan
     from rcurves.curves import exact_curve_intersections, robust_error
     from rcurves.pipeline.evaluation import Evaluation
 
@@ -193,11 +199,24 @@ def test_table1_fig2_table_and_crossings_are_those_of_the_distances(tmp_path, ca
         assert panel["standin"]["points"] == len(panel["standin"]["indices"])
     assert out["thresholds"]["paper"]["linf"] == (0.05, 0.1, 0.2)          # fixed in advance (module constant)
     kinds = {c["item"]: c["kind"] for c in doc["claims"]}
-    assert kinds == {"Table 1 (l_inf)": "paper", "Table 1 (l_2)": "beyond", "Figure 2 (l_inf)": "paper",
-                     "Figure 2 (l_2)": "paper", "Table 1 (l_inf, PGD-AT family)": "beyond",
-                     "Table 1 (l_2, PGD-AT family)": "beyond", "Figure 2 (l_inf, PGD-AT family)": "beyond",
-                     "Figure 2 (l_2, PGD-AT family)": "beyond"}
+    statements = [f"Table 1 (l_inf): {s[0]}" for s in mod.SUBCLAIMS]
+    assert kinds == dict({"Table 1 (l_inf)": "paper", "Table 1 (l_2)": "beyond", "Figure 2 (l_inf)": "paper",
+                          "Figure 2 (l_2)": "paper", "Table 1 (l_inf, PGD-AT family)": "beyond",
+                          "Table 1 (l_2, PGD-AT family)": "beyond", "Figure 2 (l_inf, PGD-AT family)": "beyond",
+                          "Figure 2 (l_2, PGD-AT family)": "beyond"}, **{k: "paper" for k in statements})
     rows = {c["item"]: c for c in doc["claims"]}
+    # the paper's named statements: each its own row, one Holm family, on the counts of the distances
+    by_role = {"AT": "AT-linf-0.1", "KW": "CROWN-IBP-linf-0.1", "MMR+AT": "MMR+AT-linf-0.1", "MMR-UNIV": "MMR-UNIV"}
+    for st, item in zip(out["table1_statements"], statements):
+        assert "Holm over 4 tests" in rows[item]["ours"] and rows[item]["verdict"] == st["verdict"]
+        for b, w, nf, na in st["counts"]:
+            oa, ob, _ = mcnemar_scan(ev.distance(by_role[b], "linf"), ev.distance(by_role[w], "linf"),
+                                     np.array([st["eps"]]))
+            assert (nf, na) == (int(ob[0]), int(oa[0]))
+    # the rows on MMR models say their training budget beside the paper's, from the recipe
+    for item in ["Table 1 (l_inf)", "Figure 2 (l_inf)", "Figure 2 (l_2)"] + statements[:1] + statements[2:]:
+        assert "of 100 epochs" in rows[item]["why"] and "clean" in rows[item]["why"], item
+    assert "MMR-UNIV: 1 of 100 epochs" in rows["Table 1 (l_inf)"]["why"]        # the quick stand-in's recipe
     for c in doc["claims"]:
         assert "32 random points" in c["ours"]                       # every row states n and the draw
         assert "Holm" in c["ours"] or "Bonferroni" in c["ours"]      # and how its family of tests is corrected
@@ -226,8 +245,9 @@ def test_table1_orderings_rule_can_fail():
     mod = _load("table1_fig2")
     thr = (0.1, 0.2, 0.3)
     pairs = [("A", "B"), ("A", "C"), ("B", "C")]
-    # Holm over 9 tests (first level 0.05 / 9): 60 vs 5 discordant points is significant, 3 vs 2 is not
-    big, small = (5, 60), (3, 2)
+    # Holm over 9 tests (first level 0.05 / 9): 120 vs 10 discordant points is significant (and its power
+    # against a 3:1 split is ~1), 3 vs 2 is not
+    big, small = (10, 120), (3, 2)
     def counts(rows):
         return (np.array([[c[0] for c in r] for r in rows]), np.array([[c[1] for c in r] for r in rows]))
     rev = lambda c: (c[1], c[0])                                                   # noqa: E731
@@ -236,18 +256,80 @@ def test_table1_orderings_rule_can_fail():
     v, det = mod.orderings_verdict(oa, ob, thr, pairs)
     assert v.verdict == "reproduced" and det["reversed_pairs"] == [("A", "B"), ("A", "C")]
     assert "Holm" in v.test
-    # the old l_inf row: one pair reversed, at two thresholds: 0.2 and 0.3 order the models alike
+    # the old l_inf row: one pair reversed, at two thresholds: 0.2 and 0.3 order the models alike, and a pair
+    # with 130 discordant points at both had the power to show a reversal there: differs
     oa, ob = counts([[big, rev(big), rev(big)], [big, big, big], [small, small, small]])
     v, det = mod.orderings_verdict(oa, ob, thr, pairs)
     assert v.verdict == "differs" and len(det["reversed_pairs"]) == 1 and "0.2 / 0.3" in v.why
+    assert "power" in v.why and det["power"][(1, 2)][0] > 0.99
     oa, ob = counts([[small, rev(small), small]] * 3)                          # too few points anywhere
     assert mod.orderings_verdict(oa, ob, thr, pairs)[0].verdict == "inconclusive"
+    # enough discordant points to reach the first level (13 > log2(2 / level) = 8.5), far too few for power
+    # against a 3:1 split: no longer "differs" (the old rule's feasibility floor), but inconclusive
+    feasible = (6, 7)
+    oa, ob = counts([[big, rev(big), feasible], [feasible] * 3, [feasible] * 3])
+    v, det = mod.orderings_verdict(oa, ob, thr, pairs)
+    assert 2 * 0.5 ** 13 < det["level"] and det["power"][(1, 2)][0] < 0.8 and det["power"][(0, 2)][0] < 0.8
+    assert v.verdict == "inconclusive" and "0.2 / 0.3" in v.why and "power" in v.why
     # Holm, not Bonferroni: eight tests of 13 vs 0 (p = 2.4e-4) are rejected first, then 8 vs 0 (p = 7.8e-3,
     # above Bonferroni's 0.05 / 9 = 5.6e-3) is decided at 0.05 / 1: significant under Holm only
     mid = (0, 8)
     oa, ob = counts([[(0, 13), (13, 0), (0, 13)], [(0, 13), (13, 0), mid], [(0, 13), (13, 0), (0, 13)]])
     sides = mod.orderings_verdict(oa, ob, thr, pairs)[1]["sides"]
     assert sides[1, 2] == 1
+
+
+def test_table1_statements_rule_can_fail():
+    """000's named statements on Table 1, each decided alone (one-sided McNemar with power against a 3:1 split),
+    Holm over the four; 'the most robust of four' needs each of its three comparisons."""
+    mod = _load("table1_fig2")
+    thr = (0.05, 0.1, 0.2)
+    n = 2000
+
+    def dists(broken):
+        """Distances from ``{role: {eps index: points broken by then}}``: point i breaks at the first threshold
+        whose set holds it (nested sets), never otherwise."""
+        out = {}
+        for role, by in broken.items():
+            d = np.full(n, np.inf)
+            for j in sorted(by, reverse=True):
+                d[list(by[j])] = thr[j]
+            out[role] = d
+        return out
+
+    r = range
+    # AT best at 0.05 (20 points vs 60-ish of the others), KW better than AT at 0.1, MMR-UNIV better than AT at
+    # 0.2 and AT the worst there: every statement reproduced
+    good = dists({"AT": {0: r(0, 20), 1: r(0, 300), 2: r(0, 1500)},
+                  "KW": {0: r(100, 160), 1: r(100, 200), 2: r(100, 1000)},
+                  "MMR+AT": {0: r(200, 260), 1: r(200, 400), 2: r(200, 1200)},
+                  "MMR-UNIV": {0: r(300, 400), 1: r(300, 500), 2: r(300, 800)}})
+    rows = mod.subclaims(good, thr)
+    assert [x["verdict"].verdict for x in rows] == ["reproduced"] * 4
+    assert all("Holm over 4 tests" in x["verdict"].test for x in rows)
+    # KW worse than AT at 0.1 (the kept full run's case): significant the other way, differs
+    bad = dict(good, KW=dists({"KW": {0: r(100, 160), 1: r(100, 700), 2: r(100, 1000)}})["KW"])
+    rows = mod.subclaims(bad, thr)
+    assert rows[1]["verdict"].verdict == "differs" and "reversed" in rows[1]["verdict"].why
+    # ... and, at 2,000 points, KW at AT's level with plenty of discordant points: no effect although powered
+    same = dict(good, KW=dists({"KW": {0: r(150, 210), 1: r(150, 450), 2: r(100, 1000)}})["KW"])
+    rows = mod.subclaims(same, thr)
+    assert rows[1]["verdict"].verdict == "differs" and "power" in rows[1]["verdict"].why
+    # one of the three comparisons fails (MMR+AT as good as AT at 0.05): the conjunction is not reproduced
+    tie = dict(good, **{"MMR+AT": dists({"MMR+AT": {0: r(0, 20), 1: r(200, 400), 2: r(200, 1200)}})["MMR+AT"]})
+    rows = mod.subclaims(tie, thr)
+    assert rows[0]["verdict"].verdict != "reproduced"
+    # KW the least robust at 0.2 (the kept full run's case): "AT the least robust" differs
+    worst = dict(good, KW=dists({"KW": {0: r(100, 160), 1: r(100, 200), 2: r(100, 1990)}})["KW"])
+    rows = mod.subclaims(worst, thr)
+    assert rows[3]["verdict"].verdict == "differs" and rows[2]["verdict"].verdict == "reproduced"
+    # a handful of points cannot show any of it: inconclusive, not differs (3 discordant points at 0.1)
+    tiny = {k: v[297:303] for k, v in same.items()}
+    rows = mod.subclaims(tiny, thr)
+    assert rows[1]["verdict"].verdict == "inconclusive"
+    # the index values come from the numbers
+    assert mod._fmt_pair(mod.PAPER_TABLE1["8/255"], "MMR-UNIV", "AT", 2) == "UNIV 0.91; AT 0.92"
+    assert mod.paper_orderings_differ() == (3, 3)
 
 
 def test_methods_holm_and_band_rules():
@@ -322,6 +404,13 @@ def test_fig3_slope_change_counts(tmp_path, cache):
         c = np.asarray(sc["centres"])
         assert np.all(np.diff(c) > 0) and c[0] == pytest.approx(r["h"])
         assert sc["level"] == pytest.approx(0.05 / c.size)      # the first Holm level
+        # the window the paper's figure supports: "approximately at eps" within eps / 2, slopes on that width
+        assert r["h"] == pytest.approx(mod.WINDOW * r["eps"]) == pytest.approx(r["tol"]) and mod.WINDOW == 0.5
+    # every row states its model's training budget beside the paper's (the recipe's epochs: 1 for the quick
+    # MMR stand-in) and its clean accuracy on these points
+    assert "MMR+AT-linf-0.1: 1 of 100 epochs" in rows["Figure 3 (MMR+AT-linf-0.1, l_inf)"]["why"]
+    assert all("of 100 epochs" in c["why"] and "clean" in c["why"] for c in doc["claims"])
+    assert "eps/2" in rows["Figure 3 (MMR+AT-linf-0.1, l_inf)"]["claim"]
     assert "MMR+AT-linf-0.1" in figure_entries(doc)[0]["caption"]
 
 
@@ -363,10 +452,24 @@ def test_fig3_rule_is_at_the_training_eps():
     # the control has the kink too: not the training's
     v = mod.slope_verdict(sc, sc, eps, h)
     assert v.verdict == "differs" and "control" in v.why
-    v = mod.slope_verdict(ctrl, ctrl, eps, h)                    # no kink anywhere, although n could show one
-    assert v.verdict == "differs" and "never" in v.why
+    v = mod.slope_verdict(ctrl, ctrl, eps, h)                    # no kink anywhere, although the test had power
+    assert v.verdict == "differs" and "never" in v.why and "power" in v.why
     few = np.array([0.31, 0.32, 0.33])                           # no kink can be significant with 3 points
     assert mod.slope_verdict(mod.slope_scan(few, h, 3 * eps), ctrl, eps, h).verdict == "inconclusive"
+    # 12 points in each pair of windows: enough to reach the first Holm level (2^-12 < 0.05 / 69), far too few for
+    # power against a 3:1 split: inconclusive (the old rule, a feasibility floor, said differs)
+    sparse = np.linspace(0.0, 0.9, 108, endpoint=False) + 0.9 / 216
+    sp = mod.slope_scan(sparse, h, 3 * eps)
+    assert 0.5 ** 12 < sp["level"] and not sp["significant"].any()
+    v = mod.slope_verdict(sp, ctrl, eps, h)
+    assert v.verdict == "inconclusive" and "power" in v.why
+    # the control steepens near eps (at 0.26) but not at the model's kink (0.3): the kink is still the training's;
+    # the same control kink at 0.3 is not
+    near_ctrl = mod.slope_scan(_kinks([(0.0, 0.26, 100), (0.26, 0.9, 1900)]), h, 3 * eps)
+    close = near_ctrl["significant"] & (np.abs(near_ctrl["centres"] - eps) <= h + 1e-9)
+    assert close.any() and not near_ctrl["significant"][int(np.argmin(np.abs(near_ctrl["centres"] - eps)))]
+    assert mod.slope_verdict(sc, near_ctrl, eps, h).verdict == "reproduced"
+    assert mod.largest_kink(sc) == pytest.approx(0.3, abs=h / 4 + 1e-9)
 
 
 def test_fig4_rows_and_rules(tmp_path, cache):
