@@ -323,7 +323,7 @@ def _gather(out, quick, times, claims_dir):
     for name in scripts():
         path = find_result(out, name, quick, claims_dir)
         if path is None:
-            got.append((name, None, None, [], [], "no run"))
+            got.append((name, None, None, [], [], ("no run", [], None)))
             continue
         with open(path) as f:
             doc = json.load(f)
@@ -335,8 +335,7 @@ def _gather(out, quick, times, claims_dir):
             (shown if os.path.isfile(fpath) else missing).append((fig, fpath))
         why = None
         if missing or not shown:
-            why = ("none recorded" if not missing else ", ".join(f"`{f['file']}`" for f, _ in missing)
-                   + f" recorded, not in `{{where}}/`" + f"|{fig_dir}")
+            why = ("none recorded", [], None) if not missing else ("", [f["file"] for f, _ in missing], fig_dir)
         got.append((name, doc, secs if isinstance(secs, (int, float)) else None, _stale(doc), shown, why))
     return got
 
@@ -451,10 +450,13 @@ def _count(items):
 
 
 def _no_figure(why, page_dir):
-    if "|" not in why:
-        return why
-    text, fig_dir = why.rsplit("|", 1)
-    return text.replace("{where}", os.path.relpath(fig_dir, page_dir).replace(os.sep, "/"))
+    """Why a script shows no figure: ``why`` is ``(text, missing files, their folder)``; the folder is given
+    relative to ``page_dir``, where the text is shown."""
+    text, missing, fig_dir = why
+    if not missing:
+        return text
+    where = os.path.relpath(fig_dir, page_dir).replace(os.sep, "/")
+    return ", ".join(f"`{f}`" for f in missing) + f" recorded, not in `{where}/`"
 
 
 def _evidence(paper, folder, got, paths, quick, page_dir):
