@@ -160,6 +160,103 @@ def bab_batch_sweep(data: dict) -> List[str]:
                out)
 
 
+# ---------------------------------------------------------------------------
+# attack_quality.py
+
+
+def _pct(row) -> str:
+    """A row's 90th-percentile excess over the best known distance, with the points it left unbroken."""
+    cell = f"{_num(row['p90_excess_%']):.2f}%"
+    unbroken = 1.0 - float(row["broken"])
+    return cell + (f" ({100 * unbroken:.0f}% unbroken)" if unbroken > 0 else "")
+
+
+def attack_quality(data: dict) -> List[str]:
+    """Per model and norm, the 90th percentile of ``distance / best known - 1`` over the correctly classified
+    points: the fixed default search, the adaptive default (its gradients per point over the fixed one's, and the
+    share of points it escalated) and the ensemble at the run's largest budget."""
+    by = {(r["model"], r["norm"], r["attack"], str(r["G"])): r for r in data["rows"]}
+    G = max(data["config"]["budgets"])
+    masked = {("mnist-cnn-at-linf-0.3", "l2"), ("mnist-full-cnn-at-linf-0.3", "l2")}
+    out = []
+    for m in data["models"]:
+        for norm in m["norms"]:
+            key = (m["name"], norm)
+            fixed, adaptive = by.get(key + ("minimal (default)", "default")), by.get(key + ("adaptive", "default"))
+            ens = by.get(key + ("ensemble", str(G)))
+            label = f"`{m['name']}`, {'l_inf' if norm == 'linf' else 'l_2'}" + (" (masked)" if key in masked else "")
+            out.append([label, str(m["n"]), _pct(fixed) if fixed else "", _pct(adaptive) if adaptive else "",
+                        f"{adaptive['grad/pt'] / adaptive['default_grad/pt']:.2f}x" if adaptive else "",
+                        f"{adaptive['escalated_%']:.0f}%" if adaptive else "", _pct(ens) if ens else ""])
+    return _md(["model, norm", "points", "fixed default", "adaptive", "gradients vs fixed", "escalated",
+                f"ensemble, {G:,} gradients"], out)
+
+
+# ---------------------------------------------------------------------------
+# certify_speed.py
+
+
+def certify_band(data: dict) -> List[str]:
+    """Per model, the median attack / certified ratio of the band (correctly classified points) in l_inf and,
+    in brackets, l_2: CROWN on every point, branch and bound on its subset, with its median radius gain over
+    CROWN on that subset and its time per point (one call, compilation included: wall, and process CPU)."""
+    by = {}
+    for r in data["rows"]:
+        by[(r["model"], r["norm"], "bab" if r["method"].startswith("bab-") else r["method"])] = r
+
+    def pair(model, method, key, fmt):
+        linf, l2 = (fmt(by[(model, n, method)][key]) if (model, n, method) in by else None for n in ("linf", "l2"))
+        return (linf or "") if l2 is None else f"{linf or '-'} ({l2})"
+
+    out = []
+    for model in data["models"]:
+        if (model, "linf", "crown") not in by:
+            continue
+        bab = by.get((model, "linf", "bab"))
+        points = "/".join(str(by[(model, n, "crown")]["n"]) for n in ("linf", "l2") if (model, n, "crown") in by)
+        bab_points = "/".join(str(by[(model, n, "bab")]["n"]) for n in ("linf", "l2") if (model, n, "bab") in by)
+        out.append([f"`{model}`", points, bab_points or "-", pair(model, "crown", "median_ratio", _f),
+                    pair(model, "bab", "median_ratio", _f),
+                    pair(model, "bab", "radius_gain_median", lambda v: f"{100 * (v - 1):.0f}%"),
+                    pair(model, "bab", "s_per_point", lambda v: f"{v:.2f} s"),
+                    pair(model, "bab", "cpu_s_per_point", lambda v: f"{v:.2f} s"),
+                    str(bab["method"].split("-")[1]) if bab else ""])
+    return _md(["model", "points l_inf/l_2", "bab points", "CROWN: attack / certified", "branch and bound",
+                "bab over CROWN (radius)", "bab wall per point", "bab CPU per point", "budget"], out)
+
+
+def certify_milp(data: dict) -> List[str]:
+    """HiGHS's MILP (``certify.exact_search``) on random correctly classified points of the digits MLPs: the
+    share made exact within the time limit, and CROWN's and branch and bound's radii over the exact distance."""
+    out = []
+    for r in data.get("milp_rows", []):
+        out.append([r["model"], str(r["n"]), f"{r['time_limit_s']:g} s", f"{100 * r['exact']:.0f}%",
+                    _f(r["crown_over_exact_median"], 4), _f(r["bab_over_exact_median"], 4),
+                    f"{100 * r['bab_above_milp_lower']:.0f}%", "yes" if r["bab_at_most_upper"] else "**no**",
+                    f"{r['bab_s_per_point']:.2f} s"])
+    return _md(["model", "points", "MILP limit", "exact", "CROWN / exact (median)", "bab / exact (median)",
+                "bab above the MILP's lower bound", "bab <= MILP upper bound", "bab per point"], out)
+
+
+# ---------------------------------------------------------------------------
+# model_scale.py
+
+
+def model_scale(data: dict) -> List[str]:
+    """Per architecture (random weights), the default l_inf search: its first call, a second checkpoint of the
+    same architecture against a warm call, the compilations of that second call, the search's time over as many
+    bare gradients, and XLA's temporary buffers at two chunk sizes."""
+    chunks = data["config"]["chunks"]
+    out = []
+    for r in data["rows"]:
+        out.append([r["model"], f"{r['params']:,}", str(r["n"]), f"{r['first_s']:.1f} s",
+                    f"{r['second_ckpt_s']:.2f} / {r['warm_s']:.2f} s ({r['second_over_warm']:.2f})",
+                    str(r["compiles_second"]), _f(r["x_floor"]),
+                    " / ".join(f"{r[f'temp_mb@{c}']:.0f}" for c in chunks)])
+    return _md(["model", "params", "points", "first call", "2nd checkpoint / warm call", "compilations (2nd)",
+                "attack / floor", "temp MB at chunk " + " / ".join(map(str, chunks))], out)
+
+
 #: every generated table: NAME -> (page, JSON file under benchmarks/measured/, renderer)
 TABLES: Dict[str, Table] = {
     "attack-overhead": Table("docs/attacks.md", "attack_overhead.json", attack_overhead),
@@ -167,6 +264,11 @@ TABLES: Dict[str, Table] = {
     "bab-batch-sweep": Table("docs/certify.md", "verify_batch_sweep.json", bab_batch_sweep),
     "verify": Table("docs/certify.md", "verify_speed.json", verify_table),
     "verify-unknowns": Table("docs/certify.md", "verify_speed.json", verify_unknowns),
+    "attack-quality": Table("docs/attacks.md", "attack_quality.json", attack_quality),
+    "certify-band": Table("docs/certify.md", "certify_speed.json", certify_band),
+    "certify-milp": Table("docs/certify.md", "certify_speed.json", certify_milp),
+    "model-scale": Table("docs/attacks.md", "model_scale.json", model_scale),
+    "model-scale-w64": Table("docs/attacks.md", "model_scale_w64.json", model_scale),
 }
 
 

@@ -395,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="most subdomains bounded by branch and bound, over all margins (default "
                         "rcurves.certify.verify.DEFAULT_BUDGET, 262144; it caps the memory, the time limit "
                         "usually ends it first)")
+    p.add_argument("--batch", type=_parse_chunk_size, default="auto",
+                   help="subdomains branch and bound splits per step: 'auto' (default: the largest power of two "
+                        "that fits the device's memory, up to 8 on a CPU and 4096 on a GPU or TPU) or a number")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed of the attack (default 0)")
     p.add_argument("--json", action="store_true",
                    help="print the full result as JSON (the counterexample in the property's X_i order)")

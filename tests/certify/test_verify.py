@@ -763,3 +763,26 @@ def test_per_margin_searches_the_lowest_margin_first_and_stops_at_the_first_it_d
     answers[3] = SearchResult(True, 0.25, 29, False, "verified", 0, 9)
     pm = VERIFY._per_margin(net, lo, hi, 0, others, crown, math.inf, 45)
     assert calls == [(3, 45), (5, 16)] and pm.bounded == 30 and pm.lower == -1.0  # 16 left: one more starts
+
+
+def test_cli_batch_reaches_verify_and_a_bad_batch_is_refused_before_reading(tmp_path, capsys, monkeypatch):
+    """``--batch`` is parsed as 'auto' or a positive integer and handed to ``certify.verify``; a bad value is an
+    argparse error naming the flag, before the model file is read (it does not exist here)."""
+    import importlib
+
+    from rcurves.cli import main
+
+    cv = importlib.import_module("rcurves.certify.verify")     # the module (the package re-exports the function)
+
+    with pytest.raises(SystemExit) as e:
+        main(["verify", str(tmp_path / "none.onnx"), str(tmp_path / "none.vnnlib"), "--batch", "0"])
+    assert e.value.code == 2 and "--batch" in capsys.readouterr().err
+    ws = weights(2)
+    model = write_mlp_onnx(tmp_path / "mlp.onnx", ws)
+    certify.write_vnnlib(tmp_path / "p.vnnlib", np.zeros(4) - 0.01, np.zeros(4) + 0.01, 0, 3)
+    seen = []
+    real = cv.verify
+    monkeypatch.setattr(cv, "verify", lambda *a, **k: seen.append(k.get("batch")) or real(*a, **k))
+    for flag, want in ((["--batch", "16"], 16), (["--batch", "AUTO"], "auto"), ([], "auto")):
+        assert run_cli(capsys, model, tmp_path / "p.vnnlib", *flag).split()[0] in ("holds", "violated", "unknown")
+        assert seen[-1] == want
