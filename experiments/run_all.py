@@ -346,7 +346,8 @@ def report(out, quick, times, claims_dir=None, readme_dir=None):
 
     The index has, per paper, one line per claim: the claim in a few words (its ``short``, else its item), the
     paper's number and ours (``paper_value``, ``ours_value``, where the claim gives them), the verdict and a link
-    to the claim's evidence; the self-checks are counted there and listed on the evidence pages. An evidence
+    to the claim's evidence; the claims beyond the paper and the self-checks are counted there and listed on the
+    evidence pages. An evidence
     page has, per script, its command, run time and figures, and per claim the statement, what we measured (the
     statistic, its test, sample, power and family) and why the verdict. ``times`` (``{name: seconds}``)
     overrides the run times the JSONs record. A full report embeds the figures kept in
@@ -410,12 +411,8 @@ def report(out, quick, times, claims_dir=None, readme_dir=None):
         folder = _paper_folder(paper)
         mine = [r for r in rows if r[0] == paper]
         lines += [f"## {paper}: {PAPERS.get(paper, '')} ([evidence]({folder}/README.md))", ""]
-        for kinds, title in ((("paper",), None), (("beyond",), "Beyond the paper")):
-            sel = [r for r in mine if r[3].get("kind", "paper") in kinds]
-            if not sel:
-                continue
-            if title:
-                lines += [f"{title}:", ""]
+        sel = [r for r in mine if r[3].get("kind", "paper") == "paper"]
+        if sel:
             lines += ["| claim | paper | ours | verdict | evidence |", "|---|---|---|---|---|"]
             for _, name, i, c, st, _ in sel:
                 verdict = f"**{c['verdict']}**" + (" (stale)" if st else "")
@@ -427,11 +424,12 @@ def report(out, quick, times, claims_dir=None, readme_dir=None):
                 short = _cell(_clip(c.get("short") or c["item"], min(_SHORT, room - len(paper_v) - len(ours_v))))
                 lines.append(f"| {short} | {paper_v} | {ours_v} | {verdict} | {link} |")
             lines.append("")
-        checks = [r for r in mine if r[3].get("kind") == "self-check"]
-        if checks:
-            current = _count(r[3]["verdict"] for r in checks if not r[4])
-            lines += [f"Self-checks of our tools: {len(checks)}, listed in the evidence ("
-                      + (", ".join(f"{v} {k}" for k, v in sorted(current.items())) or "none") + " current).", ""]
+        for kind, title in (("beyond", "Claims beyond the paper"), ("self-check", "Self-checks of our tools")):
+            more = [r for r in mine if r[3].get("kind") == kind]
+            if more:
+                current = _count(r[3]["verdict"] for r in more if not r[4])
+                lines += [f"{title}: {len(more)}, listed in the evidence ("
+                          + (", ".join(f"{v} {k}" for k, v in sorted(current.items())) or "none") + " current).", ""]
         pages[os.path.join(readme_dir, folder, "README.md")] = _evidence(
             paper, folder, [g for g in got if g[1] is not None and any(r[1] == g[0] for r in mine)],
             paths, quick, os.path.join(readme_dir, folder))

@@ -45,14 +45,15 @@ def world(tmp_path, monkeypatch):
     return mod, root, here, tmp_path / "results"
 
 
-def _result(root, out, name, seconds, quick=False, figures=(), draw=()):
-    """A run's JSON in ``out/name/`` (as rcurves.claims.record.write_result writes it) and the PNGs ``draw``."""
+def _result(root, out, name, seconds, quick=False, figures=(), draw=(), extra=()):
+    """A run's JSON in ``out/name/`` (as rcurves.claims.record.write_result writes it) and the PNGs ``draw``;
+    ``extra``: more claims after the script's own."""
     c = claim("000", f"Item of {name}", f"the claim {name} checks", f"what {name} measured", "reproduced")
     code = code_fingerprint([f"experiments/000_fake/{name}.py"], root=str(root))
     (out / name).mkdir(parents=True, exist_ok=True)
     for file, (h, w) in draw:
         _png(str(out / name / file), h, w)
-    doc = {"experiment": name, "quick": quick, "seconds": seconds, "claims": [c], "figures": list(figures),
+    doc = {"experiment": name, "quick": quick, "seconds": seconds, "claims": [c, *extra], "figures": list(figures),
            "code": code, "per_point": [1.0, 2.0]}
     (out / name / f"{name}.json").write_text(json.dumps(doc))
 
@@ -151,3 +152,24 @@ def test_quick_runs_and_stale_runs_never_reach_the_kept_claims(world):
     text = (here / "README.md").read_text()
     page = " ".join((here / "000_fake" / "README.md").read_text().split())
     assert "**reproduced** (stale)" in text and "Figures: `table.png` recorded, not in" in page
+
+
+def test_the_index_lists_paper_claims_and_counts_the_others_which_the_evidence_lists(world):
+    """A claim beyond the paper and a self-check get no row in the index, a count per paper instead (which
+    verdicts, how many current); the evidence page has them in full."""
+    mod, root, here, out = world
+    beyond = claim("000", "Beyond item", "a claim the paper does not make", "x", "differs", kind="beyond",
+                   why="it does not hold")
+    check = claim("000", "Check item", "our tool agrees with itself", "y", "reproduced", kind="self-check")
+    _result(root, out, "a_curves", 1.0, extra=[beyond, check])
+    _result(root, out, "b_table", 1.0)
+    _result(root, out, "c_old", 1.0)
+    assert mod.main(["--report", "--out", str(out)]) == 0
+    text = (here / "README.md").read_text()
+    rows = [l for l in text.splitlines() if l.startswith("| ") and not l.startswith("| claim")]
+    assert [r.split(" | ")[0] for r in rows] == ["| Item of a_curves", "| Item of b_table", "| Item of c_old"]
+    flat = " ".join(text.split())
+    assert "Claims beyond the paper: 1, listed in the evidence (1 differs current)." in flat
+    assert "Self-checks of our tools: 1, listed in the evidence (1 reproduced current)." in flat
+    page = " ".join((here / "000_fake" / "README.md").read_text().split())
+    assert "a claim the paper does not make" in page and "our tool agrees with itself" in page
