@@ -171,12 +171,17 @@ def _pct(row) -> str:
     return cell + (f" ({100 * unbroken:.0f}% unbroken)" if unbroken > 0 else "")
 
 
+def _share(percent: float) -> str:
+    return f"{percent:.0f}%" if percent == 0 or percent >= 10 else f"{percent:.1f}%"
+
+
 def attack_quality(data: dict) -> List[str]:
     """Per model and norm, the 90th percentile of ``distance / best known - 1`` over the correctly classified
     points: the fixed default search, the adaptive default (its gradients per point over the fixed one's, and the
-    share of points it escalated) and the ensemble at the run's largest budget."""
+    share of points it escalated), the ensemble at the run's largest budget and, with ``--reference``, the
+    independent reference ensemble (whose distances are part of the best known)."""
     by = {(r["model"], r["norm"], r["attack"], str(r["G"])): r for r in data["rows"]}
-    G = max(data["config"]["budgets"])
+    G, R = max(data["config"]["budgets"]), data["config"].get("reference") or 0
     masked = {("mnist-cnn-at-linf-0.3", "l2"), ("mnist-full-cnn-at-linf-0.3", "l2")}
     out = []
     for m in data["models"]:
@@ -184,12 +189,14 @@ def attack_quality(data: dict) -> List[str]:
             key = (m["name"], norm)
             fixed, adaptive = by.get(key + ("minimal (default)", "default")), by.get(key + ("adaptive", "default"))
             ens = by.get(key + ("ensemble", str(G)))
+            ref = by.get(key + ("reference ensemble", str(R))) if R else None
             label = f"`{m['name']}`, {'l_inf' if norm == 'linf' else 'l_2'}" + (" (masked)" if key in masked else "")
             out.append([label, str(m["n"]), _pct(fixed) if fixed else "", _pct(adaptive) if adaptive else "",
                         f"{adaptive['grad/pt'] / adaptive['default_grad/pt']:.2f}x" if adaptive else "",
-                        f"{adaptive['escalated_%']:.0f}%" if adaptive else "", _pct(ens) if ens else ""])
+                        _share(adaptive["escalated_%"]) if adaptive else "", _pct(ens) if ens else ""]
+                       + ([_pct(ref) if ref else ""] if R else []))
     return _md(["model, norm", "points", "fixed default", "adaptive", "gradients vs fixed", "escalated",
-                f"ensemble, {G:,} gradients"], out)
+                f"ensemble, {G:,} gradients"] + ([f"reference ensemble, {R:,}"] if R else []), out)
 
 
 # ---------------------------------------------------------------------------
