@@ -276,6 +276,7 @@ TABLES: Dict[str, Table] = {
     "verify": Table("docs/certify.md", "verify_speed.json", verify_table),
     "verify-unknowns": Table("docs/certify.md", "verify_speed.json", verify_unknowns),
     "attack-quality": Table("docs/attacks.md", "attack_quality.json", attack_quality),
+    "attack-quality-mlp": Table("docs/attacks.md", "attack_quality_mlp.json", attack_quality),
     "certify-band": Table("docs/certify.md", "certify_speed.json", certify_band),
     "certify-milp": Table("docs/certify.md", "certify_speed.json", certify_milp),
     "model-scale": Table("docs/attacks.md", "model_scale.json", model_scale),
