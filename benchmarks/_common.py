@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import statistics
 import sys
 import tempfile
@@ -168,7 +169,7 @@ def cpu_model() -> str:
 def command_line() -> str:
     """The command that is running, as a user would type it from the repository root."""
     script = os.path.relpath(os.path.abspath(sys.argv[0]), ROOT) if sys.argv and sys.argv[0] else "?"
-    return " ".join(["python", script] + sys.argv[1:])
+    return shlex.join(["python", script] + sys.argv[1:])
 
 
 def provenance() -> Dict[str, Any]:

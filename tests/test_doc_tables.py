@@ -42,3 +42,19 @@ def test_a_hand_edit_is_caught(tmp_path):
     edited = block.replace("|", "| 9.99", 1) if "|" in block else block + "x"
     text = f"<!-- table:{name} -->\n{edited}\n<!-- /table:{name} -->\n"
     assert G.current(name, text) == edited != block
+
+
+def test_the_recorded_command_can_be_pasted_back(monkeypatch):
+    """An argument with spaces or parentheses (``--only "cnn C.1 (MNIST)"``) is quoted, so the command in a
+    table's provenance line runs as it reads."""
+    import shlex
+    import sys
+
+    spec = importlib.util.spec_from_file_location("_common_for_test", os.path.join(ROOT, "benchmarks", "_common.py"))
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    argv = [os.path.join(ROOT, "benchmarks", "model_scale.py"), "--only", "mlp 784-256-256,cnn C.1 (MNIST)", "--n", "8"]
+    monkeypatch.setattr(sys, "argv", argv)
+    line = common.command_line()
+    assert line == "python benchmarks/model_scale.py --only 'mlp 784-256-256,cnn C.1 (MNIST)' --n 8"
+    assert shlex.split(line)[2:] == argv[1:]
