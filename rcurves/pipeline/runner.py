@@ -122,7 +122,7 @@ class DistanceConfig:
       bounds: input box.
       adaptive: measure with ``attacks.adaptive_distance`` (the default
         search, a cheap probe on every point, and further independent
-        searches only on the points judged unsure; issue 35) instead of one
+        searches only on the points judged unsure) instead of one
         fixed-budget search. None (default): adaptive unless a schedule
         (``search_steps``/``steps``/``restarts``/``polish_steps``), a budget
         (``gradients``), ``candidates`` or ``ensemble`` is given, which fix the
