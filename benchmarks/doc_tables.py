@@ -275,6 +275,8 @@ TABLES: Dict[str, Table] = {
     "bab-batch-sweep": Table("docs/certify.md", "verify_batch_sweep.json", bab_batch_sweep),
     "verify": Table("docs/certify.md", "verify_speed.json", verify_table),
     "verify-unknowns": Table("docs/certify.md", "verify_speed.json", verify_unknowns),
+    "verify-4layer": Table("docs/certify.md", "verify_speed_4layer.json", verify_table),
+    "verify-4layer-unknowns": Table("docs/certify.md", "verify_speed_4layer.json", verify_unknowns),
     "attack-quality": Table("docs/attacks.md", "attack_quality.json", attack_quality),
     "attack-quality-mlp": Table("docs/attacks.md", "attack_quality_mlp.json", attack_quality),
     "certify-band": Table("docs/certify.md", "certify_speed.json", certify_band),
