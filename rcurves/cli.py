@@ -57,7 +57,8 @@ def _positive_int_or(text: str, word: str):
     return value
 
 
-def _parse_chunk_size(text: str):
+def _parse_count_or_auto(text: str):
+    """``--chunk-size`` / ``--batch``: a positive integer or 'auto'."""
     return _positive_int_or(text, "auto")
 
 
@@ -158,7 +159,7 @@ def _common(p: argparse.ArgumentParser, *, resume: bool = True, devices: bool = 
     if resume:
         p.add_argument("--resume", action="store_true",
                        help="reuse the finished chunks of an interrupted run in --out (same settings and data)")
-        p.add_argument("--chunk-size", type=_parse_chunk_size, default=100, metavar="N|auto",
+        p.add_argument("--chunk-size", type=_parse_count_or_auto, default=100, metavar="N|auto",
                        help="points per saved chunk (default 100); curves: 'auto' takes per model and norm the "
                             "largest chunk (<= 100) whose attack program fits half the free memory")
 
@@ -395,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="most subdomains bounded by branch and bound, over all margins (default "
                         "rcurves.certify.verify.DEFAULT_BUDGET, 262144; it caps the memory, the time limit "
                         "usually ends it first)")
-    p.add_argument("--batch", type=_parse_chunk_size, default="auto",
+    p.add_argument("--batch", type=_parse_count_or_auto, default="auto",
                    help="subdomains branch and bound splits per step: 'auto' (default: the largest power of two "
                         "that fits the device's memory, up to 8 on a CPU and 4096 on a GPU or TPU) or a number")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed of the attack (default 0)")

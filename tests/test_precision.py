@@ -27,6 +27,7 @@ EXEMPT = {
     "rcurves.certify.bab_settings.check_batch": "input validation",
     "rcurves.certify.bab_settings.with_batch": "builds a config",
     "rcurves.certify.bab_batch.device_cap": "a number from the device's platform",
+    "rcurves.certify.bab_batch.floor_pow2": "integer arithmetic",
     "rcurves.certify.bab_batch.shapes_key": "reads shapes",
     "rcurves.certify.bab_pool.capacity_for": "a size from counts",
     "rcurves.certify.band.band_lines": "formats text",

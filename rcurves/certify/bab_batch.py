@@ -84,7 +84,8 @@ def device_cap(device=None) -> int:
     return int(DEVICE_CAP.get(dev.platform, MAX_BATCH))
 
 
-def _floor_pow2(n: int) -> int:
+def floor_pow2(n: int) -> int:
+    """The largest power of two ``<= max(1, n)``."""
     return 1 << (max(1, int(n)).bit_length() - 1)
 
 
@@ -95,7 +96,7 @@ def choose(lower: Callable[[int], "jax.stages.Lowered"], key: Hashable, *, cap: 
     under ``key`` (with the device and the budget). ``cap``: default :func:`device_cap`; ``budget_bytes``:
     default :data:`BATCH_FRACTION` of ``attacks.memory.available_bytes()``."""
     dev = jax.devices()[0]
-    cap = _floor_pow2(min(MAX_BATCH, device_cap(dev) if cap is None else int(cap)))
+    cap = floor_pow2(min(MAX_BATCH, device_cap(dev) if cap is None else int(cap)))
     full = (dev.platform, dev.device_kind, cap, budget_bytes, key)
     if full in _CHOICES:
         return _CHOICES[full]
@@ -106,7 +107,7 @@ def choose(lower: Callable[[int], "jax.stages.Lowered"], key: Hashable, *, cap: 
     else:
         probe = min(PROBE, cap // 2)
         line = LinearBytes.fit(probe, compiled_bytes(lower(probe).compile()), cap, at_cap)
-        batch = _floor_pow2(line.largest(budget, SAFETY, cap))
+        batch = floor_pow2(line.largest(budget, SAFETY, cap))
         choice = BatchChoice(batch, cap, line.bytes_for(batch), budget, bool(SAFETY * line.bytes_for(batch) <= budget),
                              line)
     _CHOICES[full] = choice
@@ -121,4 +122,4 @@ def shapes_key(*trees) -> tuple:
 
 
 __all__ = ["BATCH_FRACTION", "BatchChoice", "DEVICE_CAP", "MAX_BATCH", "PROBE", "SAFETY", "choose", "device_cap",
-           "shapes_key"]
+           "floor_pow2", "shapes_key"]

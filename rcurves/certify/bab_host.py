@@ -191,8 +191,7 @@ def _auto_batch(ball: _Ball, cfg: BaBConfig) -> int:
     """``batch="auto"`` on this ball: ``bab_batch.choose`` on the root step's program, at most ``budget // 2``,
     a power of two."""
     key = ("host", _program(ball, 0), bab_batch.shapes_key(ball.prep, ball.root, ball.p0, ball.rows))
-    b = max(1, min(bab_batch.choose(_lowering(ball), key).batch, cfg.budget // 2))
-    return 1 << (b.bit_length() - 1)
+    return bab_batch.floor_pow2(min(bab_batch.choose(_lowering(ball), key).batch, cfg.budget // 2))
 
 
 @exact_precision

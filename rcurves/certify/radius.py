@@ -256,7 +256,7 @@ def certified_radius(
 
 def _bab_radius(net, x, y, norm, bounds, upper, search_steps, alpha_steps, alpha_lr, budget, batch):
     """``certified_radius(method='bab')``: CROWN's radius, then branch and bound above it."""
-    from rcurves.certify.bab_batch import choose, device_cap, shapes_key
+    from rcurves.certify.bab_batch import choose, device_cap, floor_pow2, shapes_key
     from rcurves.certify.bab_device import bab_jit
     from rcurves.certify.bab_settings import bab_config, with_batch
 
@@ -276,7 +276,7 @@ def _bab_radius(net, x, y, norm, bounds, upper, search_steps, alpha_steps, alpha
     args = (net, x, y, jnp.asarray(np.where(np.isfinite(lower), lower, 0.0), jnp.float32), jnp.asarray(hi, jnp.float32),
             jnp.int32(rounds))
     if cfg.batch == "auto":        # the whole search's memory, read where it is compiled anyway (bab_batch)
-        cap = 1 << (min(device_cap(), max(1, budget // 2)).bit_length() - 1)
+        cap = floor_pow2(min(device_cap(), budget // 2))
         choice = choose(lambda b: bab_jit.lower(*args, cfg=with_batch(cfg, b), batch=1),
                         ("radius", cfg, shapes_key(args)), cap=cap)
         cfg = with_batch(cfg, choice.batch)

@@ -30,7 +30,7 @@ def run(args) -> int:
     else:
         res = verify(model, lo, hi, prop.label, others=prop.others, time_limit=left,
                      budget=DEFAULT_BUDGET if args.budget is None else args.budget, seed=args.seed,
-                     batch=getattr(args, "batch", "auto"))
+                     batch=args.batch)
     seconds = time.perf_counter() - t0
     word = "unknown" if res is None else res.result_word
     if not args.json:
