@@ -188,10 +188,11 @@ def _lowering(ball: _Ball, cfg: "BaBConfig | None" = None):
 
 
 def _auto_batch(ball: _Ball, cfg: BaBConfig) -> int:
-    """``batch="auto"`` on this ball: ``bab_batch.choose`` on the root step's program, at most ``budget // 2``,
-    a power of two."""
+    """``batch="auto"`` on this ball: ``bab_batch.choose`` on the root step's program, a power of two at most
+    ``budget // 2`` (the cap it compiles at, so no program is compiled for a batch the budget rules out)."""
     key = ("host", _program(ball, 0), bab_batch.shapes_key(ball.prep, ball.root, ball.p0, ball.rows))
-    return bab_batch.floor_pow2(min(bab_batch.choose(_lowering(ball), key).batch, cfg.budget // 2))
+    cap = min(bab_batch.device_cap(), bab_batch.floor_pow2(cfg.budget // 2))
+    return bab_batch.choose(_lowering(ball), key, cap=cap).batch
 
 
 @exact_precision

@@ -542,6 +542,13 @@ def test_batch_auto_fits_the_memory_and_bad_batches_are_value_errors_before_comp
     auto = bab.bab_search(net, x, y, e, cfg)
     fixed = bab.bab_search(net, x, y, e, bab.bab_config(bc, 256, steps=3, batch=min(choice.batch, 128)))
     assert _same(auto, fixed)
+    # a budget of 4 subdomains: batch 2, and nothing compiled at a larger batch to find it out
+    caps, real_choose = [], bab_batch.choose
+    monkeypatch.setattr(bab_batch, "choose", lambda lower, key, **kw: caps.append(kw.get("cap")) or real_choose(
+        lambda b: caps.append(b) or lower(b), key, **kw))
+    bab.bab_search(net, x, y, e, bab.bab_config(bc, 4, steps=3, batch="auto"))
+    assert caps and max(caps) == 2, caps
+    monkeypatch.setattr(bab_batch, "choose", real_choose)
     xs = np.stack([b[0] for b in _balls(net, 3, (1.0,), 4)])
     ys = np.argmax(np.asarray(net.logits(xs)), 1)
     kw = dict(norm="linf", method="bab", budget=16, bounds=BOX, search_steps=3)
