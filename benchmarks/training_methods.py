@@ -93,6 +93,7 @@ def measure(name, args, cache):
     import jax.numpy as jnp
 
     from rcurves import certify
+    from rcurves.claims.rates import wilson
     from rcurves.models import zoo
     from rcurves.pipeline import evaluation
 
@@ -121,6 +122,7 @@ def measure(name, args, cache):
                              progress=False)
     d = ev.distance(name, norm)
     row.update(n_attack=int(d.shape[0]), attack_error=float(ev.robust_error(name, norm, eps)),
+               attack_error_wilson=list(wilson(int(np.sum(d <= eps)), int(d.shape[0]))),
                attack_median_distance=float(np.median(d)), attack_seconds=time.time() - t)
     xs, ys = np.asarray(ev.data.x), np.asarray(ev.data.y)
     net = certify.from_model(m.model, m.params)
@@ -130,6 +132,7 @@ def measure(name, args, cache):
     crown_only = certified_mask(net, xs, ys, eps, norm, methods=("crown",)) & ok_s
     row.update(n_certified=int(len(ys)), certified_accuracy=float(cert.mean()),
                certified_error=float(1 - cert.mean()), certified_error_crown=float(1 - crown_only.mean()),
+               certified_error_wilson=list(wilson(int((~cert).sum()), int(len(ys)))),
                certify_seconds=time.time() - t)
     # sound: a certified point is never one the attack broke within eps
     row["certified_but_broken"] = int((cert & (d <= eps)).sum())
@@ -173,6 +176,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     args.n = args.n or 2000
     cache = zoo.default_cache()
+    machine = C.machine_info()
     rows = []
     for name in [s.strip() for s in args.models.split(",") if s.strip()]:
         if not zoo.is_cached(name, cache):
@@ -198,7 +202,9 @@ def main(argv=None):
                      f"{ts} | {r['published']} |")
     print("\n".join(lines))
     C.write_json(args.out, {"rows": rows, "markdown": "\n".join(lines), "quick": bool(args.quick),
-                            "machine": C.machine_info()})
+                            "config": {"n": args.n, "n_band": args.n_band, "n_bab": args.n_bab,
+                                       "budget": args.budget, "seed": args.seed},
+                            "machine": machine, "machine_end": C.machine_info()})
     print(f"wrote {args.out}")
     return rows
 
