@@ -72,8 +72,8 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # experiments/: shared.py
 from invariance_linf import (CERTIFIED, PAPER_CERTIFIED, REL_TOL_CERTIFIED, ZOO, _ci, _tiny_certified,
-                             certified_budget_text, certified_recipe, paired_agreement, paired_bound,
-                             point_test_text, rate_vs_paper)
+                             agreement_line, certified_budget_text, certified_recipe, fig6_axes, paired_agreement,
+                             paired_bound, point_test_text, rate_vs_paper)
 from shared import Model, parse_args, predict, save_figure, tiny, write_result, zoo_model
 
 from rcurves.claims.record import claim, fmt
@@ -600,18 +600,9 @@ def _plot_fig6(args, ev, ladder, data):
     for k in LINF_SETS:
         r = [ev[n][k] for n in names]
         n = max(r[0]["n_changed"], 1)
-        ys = np.array([v["agree"] / n for v in r])
-        lo = ys - np.array([v["ci95"][0] for v in r])
-        hi = np.array([v["ci95"][1] for v in r]) - ys
-        ax.errorbar(eps, ys, yerr=[lo, hi], marker="o", capsize=3,
-                    label=f"{SET_TEXT[k]}, {r[0]['n_changed']} successful")
-    ax.set_xlabel("l_inf PGD training eps")
-    ax.set_ylabel("agreement with the human label")
-    ax.set_ylim(0, 1)
-    ax.set_xticks(eps)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("003 Fig. 6 (left) on the authors' examples and human labels", fontsize=9)
+        agreement_line(ax, eps, [v["agree"] / n for v in r], [v["ci95"] for v in r],
+                       f"{SET_TEXT[k]}, {r[0]['n_changed']} successful")
+    fig6_axes(ax, eps, "agreement with the human label", "003 Fig. 6 (left) on the authors' examples and human labels")
     fig.tight_layout()
     return save_figure(fig, args, "human_labels_fig6.png",
                        "003 Figure 6 (left) redrawn on the authors' released invariance examples and human labels: "

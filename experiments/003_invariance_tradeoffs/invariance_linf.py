@@ -615,6 +615,25 @@ def _certified_claims(args, c, sample):
     ]
 
 
+def agreement_line(ax, x, shares, intervals, label):
+    """One line of 003 Figure 6 (left): the agreement ``shares`` at the training eps ``x``, each with its 95%
+    interval ``(lo, hi)`` as an error bar."""
+    ys = np.asarray(shares, np.float64)
+    ci = np.asarray(intervals, np.float64).reshape(-1, 2)
+    ax.errorbar(x, ys, yerr=[ys - ci[:, 0], ci[:, 1] - ys], marker="o", capsize=3, label=label)
+
+
+def fig6_axes(ax, train_eps, ylabel, title):
+    """003 Figure 6 (left)'s axes: the l_inf PGD training eps against an agreement share in [0, 1]."""
+    ax.set_xlabel("l_inf PGD training eps")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1)
+    ax.set_xticks(train_eps)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=9)
+
+
 def _plot_fig6(results, train_eps, names, sample, args):
     """003 Figure 6 (left): agreement with the (stand-in) oracle on the accepted l_inf invariance examples
     against the l_inf PGD training eps, one line per attack eps."""
@@ -626,18 +645,9 @@ def _plot_fig6(results, train_eps, names, sample, args):
     for eps, r in results.items():
         o = r["oracles"]["knn"]
         m = o["models"]
-        ys = np.array([m[fmt(e)]["agree"] for e in train_eps])
-        lo = ys - np.array([m[fmt(e)]["ci95"][0] for e in train_eps])
-        hi = np.array([m[fmt(e)]["ci95"][1] for e in train_eps]) - ys
-        ax.errorbar(train_eps, ys, yerr=[lo, hi], marker="o", capsize=3,
-                    label=f"l_inf attack eps {eps} ({o['n_accepted']} accepted)")
-    ax.set_xlabel("l_inf PGD training eps")
-    ax.set_ylabel("agreement with the oracle label")
-    ax.set_ylim(0, 1)
-    ax.set_xticks(train_eps)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("003 Fig. 6 (left); oracle: 5-NN stand-in, not humans", fontsize=9)
+        agreement_line(ax, train_eps, [m[fmt(e)]["agree"] for e in train_eps],
+                       [m[fmt(e)]["ci95"] for e in train_eps], f"l_inf attack eps {eps} ({o['n_accepted']} accepted)")
+    fig6_axes(ax, train_eps, "agreement with the oracle label", "003 Fig. 6 (left); oracle: 5-NN stand-in, not humans")
     fig.tight_layout()
     n = next(iter(results.values()))["n"]
     return save_figure(fig, args, "invariance_linf_fig6.png",
@@ -659,10 +669,8 @@ def _plot_oracles(results, train_eps, names, sample, args):
     for ax, oracle in zip(axes, ORACLES):
         for eps, r in results.items():
             o = r["oracles"][oracle]["models"]
-            ys = [o[fmt(e)]["agree"] for e in train_eps]
-            lo = [o[fmt(e)]["agree"] - o[fmt(e)]["ci95"][0] for e in train_eps]
-            hi = [o[fmt(e)]["ci95"][1] - o[fmt(e)]["agree"] for e in train_eps]
-            ax.errorbar(train_eps, ys, yerr=[lo, hi], marker="o", capsize=3, label=f"attack eps {eps}")
+            agreement_line(ax, train_eps, [o[fmt(e)]["agree"] for e in train_eps],
+                           [o[fmt(e)]["ci95"] for e in train_eps], f"attack eps {eps}")
         ax.set_title(f"oracle: {oracle}")
         ax.set_xlabel("l_inf PGD training eps")
         ax.grid(alpha=0.3)
